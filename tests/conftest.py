@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# the round files' shared tests (tests/rounds.py) report their asserts as test files do
+pytest.register_assert_rewrite("rounds")
 sys.path.insert(0, str(ROOT / "examples"))
 
 # cubins build without a GPU when the arch is given

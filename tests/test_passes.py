@@ -714,6 +714,7 @@ def test_every_pass_has_a_test():
                                        "assign_shared_memory", "choose_index_width", "fast_math",
                                        "programmatic_launch", "scope_safe_values",
                                        "stage_global_loads",  # (tests/test_stage_loads.py)
+                                       "fragment_loop_bounds",  # (tests/test_fragment_loop_bounds.py)
                                        "check_hangs"}  # (tests/test_hang_hazards.py)
     assert tested == set(NAMES)
 
@@ -1437,3 +1438,16 @@ def test_first_turn_opens_before_any_warpgroup_waits_for_it(program):
     opens = [i for i, s in enumerate(named) if s.arrive and isinstance(s.barrier_id, N.Const)]
     waits = [i for i, s in enumerate(named) if not s.arrive]
     assert len(opens) == 1 and waits and opens[0] < waits[0]
+
+
+def test_fresh_name_skips_taken_names_in_each_spelling():
+    from tilecute.transform.analysis import fresh_name
+
+    taken = {"x", "x_1", "y", "tc_bar0", "z", "z_2"}
+    assert fresh_name(taken, "x") == "x_2"  # stage_loads, scope_safe_values
+    assert fresh_name(taken, "y", sep="") == "y1"  # accumulator_views, rasterize
+    assert fresh_name(taken, "tc_bar", sep="", first=0, bare=False) == "tc_bar1"  # mbarriers
+    assert fresh_name(taken, "z", first=2) == "z_3"  # tma_copies
+    assert fresh_name(taken, "w") == "w"
+    assert {"x_2", "y1", "tc_bar1", "z_3", "w"} <= taken  # each is taken from now on
+    assert fresh_name(taken, "w") == "w_1"

@@ -159,6 +159,35 @@ def test_guarded_rows_keep_their_guard():
     assert src.count("if by * 32 + i < M:") >= 2, src
 
 
+def test_row_tail_fill_is_left_out_where_the_store_cannot_run():
+    """Past the last row the loads read 0 and the store does not run: nothing reads the
+    staged registers there, so the fill has no per-lane path (Store.feeds)."""
+    src = tilecute.compile(scaled_sum(), target="sm_90a").get_kernel_source()
+    assert src.count("if by * 32 + i < M:") == 2, src
+    assert "else:" not in src and "out of bounds" not in src, src
+
+
+def rows_into_more_rows(bm=32, bn=32, threads=128):
+    M, N = T.symbolic("M"), T.symbolic("N")
+
+    @T.prim_func
+    def rows_into_more_rows(a: T.Tensor((M, 256), "float32"), c: T.Tensor((N, 256), "float32")):
+        with T.Kernel(256 // bn, T.ceildiv(N, bm), threads=threads) as (bx, by):
+            for i, j in T.Parallel(bm, bn):
+                c[by * bm + i, bx * bn + j] = a[by * bm + i, bx * bn + j] + 1
+
+    return rows_into_more_rows
+
+
+def test_fill_stays_where_the_loads_fail_but_the_store_runs():
+    """a has M rows, c has N: rows M..N-1 of c get the out-of-bounds reads' 0 + 1, so the
+    fill's per-lane path (loads past a's end) stays."""
+    src = tilecute.compile(rows_into_more_rows(), target="sm_90a").get_kernel_source()
+    fill = src.split("if by * 32 + i < M:", 1)[1].split("if by * 32 + i < N:", 1)[0]
+    assert "else:" in fill and "out of bounds" in fill, src
+    assert "c_staged[" in fill.split("else:", 1)[1], src
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("factory", [permuted_copy, scaled_sum, gather_rows])
 def test_staged_results_on_gpu(factory):
@@ -203,3 +232,15 @@ def test_a_view_of_the_stored_tensor_is_the_same_storage():
                 y[bx * 1024 + i] = x[bx * 1024 + i] * 2
 
     assert not staged(scale_view)
+
+
+@pytest.mark.gpu
+def test_rows_past_the_loads_get_their_zero_reads_on_gpu():
+    import torch
+
+    a = torch.randn(100, 256, device="cuda")
+    c = torch.full((200, 256), -7.0, device="cuda")
+    tilecute.compile(rows_into_more_rows())(a, c)
+    ref = torch.ones(200, 256, device="cuda")
+    ref[:100] += a
+    torch.testing.assert_close(c, ref)

@@ -15,6 +15,7 @@ from tilecute.ir.visitor import walk_nodes, walk_stmts
 from tilecute.language import FrontendError
 from tilecute.transform.pipeline import run_passes
 
+import rounds
 import unseen_programs as P
 
 PROGRAMS = ["scale_add_2d", "relu_bf16_tiles", "softmax_rows", "layernorm", "rmsnorm_chunked",
@@ -25,15 +26,8 @@ PROGRAMS = ["scale_add_2d", "relu_bf16_tiles", "softmax_rows", "layernorm", "rms
             "fill_and_cast", "total_of_row_sums", "ticket_slots", "skip_and_stop"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name, tmp_path):
-    info = tilecute.build_cubin(getattr(P, name)(), "sm_90a", out_dir=str(tmp_path))
-    assert info.kernel_names and (tmp_path / "kernel.cubin").stat().st_size > 0
+_arch = rounds.use_arch("TILECUTE_ARCH")
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 def test_tile_atomic_split_k_builds(tmp_path):
@@ -240,12 +234,10 @@ def _cuda(*shape, dtype=None):
 
 
 def _close(got, want, atol=1e-2, rtol=1e-2):
-    import torch
-    torch.testing.assert_close(got.float().cpu(), want.float().cpu(), atol=atol, rtol=rtol)
+    rounds.close_on_cpu(got, want, atol, rtol)
 
 
-def _run(func, *args):
-    tilecute.compile(func)(*args)
+_run = rounds.run
 
 
 @pytest.mark.gpu

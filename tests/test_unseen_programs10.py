@@ -15,6 +15,7 @@ import pytest
 
 import tilecute
 
+import rounds
 import unseen_programs10 as P
 
 PROGRAMS = ["attn_bwd_all", "gqa_bwd_tile_atomics", "varlen_attn_fwd", "sliding_window_softcap",
@@ -29,25 +30,9 @@ PROGRAMS = ["attn_bwd_all", "gqa_bwd_tile_atomics", "varlen_attn_fwd", "sliding_
             "attn_bwd_wg_wait"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-def _funcs(name):
-    f = getattr(P, name)()
-    return f if isinstance(f, list) else [f]
-
-
-def _src(func, arch="sm_90a"):
-    return tilecute.compile(func, target=arch).get_kernel_source()
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name, tmp_path):
-    for i, f in enumerate(_funcs(name)):
-        info = tilecute.build_cubin(f, "sm_90a", out_dir=str(tmp_path / str(i)))
-        assert info.kernel_names and (tmp_path / str(i) / "kernel.cubin").stat().st_size > 0
+_arch = rounds.use_arch("TILECUTE_ARCH")
+_src = rounds.source
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 # ---- what the generated code says -------------------------------------------------------------
@@ -95,19 +80,9 @@ def test_fragment_layout_over_half_the_block_runs_there():
 
 
 # ---- on the GPU -------------------------------------------------------------------------------
-def _rel(got, want, tol):
-    err = (got.float() - want.float()).abs().max().item()
-    assert err <= tol * max(want.float().abs().max().item(), 1e-6), err
-
-
-def _run(func, *args):
-    tilecute.compile(func)(*args)
-
-
-def _r(*shape, dtype=None, scale=1.0):
-    import torch
-    t = torch.randn(*shape, device="cuda") * scale
-    return t if dtype is None else t.to(dtype)
+_rel = rounds.max_error_within
+_run = rounds.run
+_r = rounds.randn
 
 
 def _attn_ref(q, k, v, mask=None, scale=None, bias=None):

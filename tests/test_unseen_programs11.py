@@ -14,8 +14,7 @@ to TileLang's meaning."""
 
 import pytest
 
-import tilecute
-
+import rounds
 import unseen_programs11 as P
 
 PROGRAMS = ["moe_group_limited_router", "grouped_gemm_while_walk", "moe_sort_by_expert",
@@ -34,28 +33,9 @@ PROGRAMS = ["moe_group_limited_router", "grouped_gemm_while_walk", "moe_sort_by_
             "fp8_mixed_gemm_fp8_out", "dynamic_batch_grid_rowmax", "atomic_max_raised"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-def _funcs(name):
-    f = getattr(P, name)()
-    return f if isinstance(f, list) else [f]
-
-
-def _src(func, arch="sm_90a"):
-    return tilecute.compile(func, target=arch).get_kernel_source()
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name, tmp_path):
-    for i, f in enumerate(_funcs(name)):
-        if hasattr(f, "ensure_cubin"):  # a compiled @tilecute.jit kernel
-            assert f.ensure_cubin()
-            continue
-        info = tilecute.build_cubin(f, "sm_90a", out_dir=str(tmp_path / str(i)))
-        assert info.kernel_names and (tmp_path / str(i) / "kernel.cubin").stat().st_size > 0
+_arch = rounds.use_arch("TILECUTE_ARCH")
+_src = rounds.source
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 # ---- what the generated code says -------------------------------------------------------------
@@ -110,19 +90,9 @@ def test_macro_defined_inside_the_prim_func_is_refused_by_name():
 
 
 # ---- on the GPU -------------------------------------------------------------------------------
-def _rel(got, want, tol):
-    err = (got.float() - want.float()).abs().max().item()
-    assert err <= tol * max(want.float().abs().max().item(), 1e-6), err
-
-
-def _run(func, *args):
-    tilecute.compile(func)(*args)
-
-
-def _r(*shape, dtype=None, scale=1.0):
-    import torch
-    t = torch.randn(*shape, device="cuda") * scale
-    return t if dtype is None else t.to(dtype)
+_rel = rounds.max_error_within
+_run = rounds.run
+_r = rounds.randn
 
 
 def _attn(q, k, v, mask=None, scale=None):

@@ -14,8 +14,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-import tilecute
-
+import rounds
 import unseen_programs12 as P
 
 PROGRAMS = ["warp_votes_on_data", "warp_match_groups", "warp_fns_and_ballot_mask", "shuffle_family",
@@ -35,25 +34,9 @@ PROGRAMS = ["warp_votes_on_data", "warp_match_groups", "warp_fns_and_ballot_mask
             "reduce_shared_and_batched"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-def _funcs(name):
-    f = getattr(P, name)()
-    return f if isinstance(f, list) else [f]
-
-
-def _src(func, arch="sm_90a"):
-    return tilecute.compile(func, target=arch).get_kernel_source()
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name, tmp_path):
-    for i, f in enumerate(_funcs(name)):
-        info = tilecute.build_cubin(f, "sm_90a", out_dir=str(tmp_path / str(i)))
-        assert info.kernel_names and (tmp_path / str(i) / "kernel.cubin").stat().st_size > 0
+_arch = rounds.use_arch("TILECUTE_ARCH")
+_src = rounds.source
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 # ---- what the generated code says -------------------------------------------------------------
@@ -180,13 +163,8 @@ def test_other_rng_generators_are_refused_by_name():
 
 
 # ---- on the GPU -------------------------------------------------------------------------------
-def _run(func, *args):
-    tilecute.compile(func)(*args)
-
-
-def _close(got, want, atol=0.0, rtol=0.0):
-    import torch
-    torch.testing.assert_close(got, want, atol=atol, rtol=rtol, equal_nan=True)
+_run = rounds.run
+_close = rounds.exact
 
 
 def _mask_bits(bits):

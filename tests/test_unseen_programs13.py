@@ -19,6 +19,7 @@ import pytest
 
 import tilecute
 
+import rounds
 import unseen_programs13 as P
 
 PROGRAMS = ['warp_reduce_family', 'warp_reduce_row_norms', 'shared_words', 'ieee_sub_modes',
@@ -40,25 +41,9 @@ PROGRAMS = ['warp_reduce_family', 'warp_reduce_row_norms', 'shared_words', 'ieee
             'kernel_bound_scalars', 'macro_returns_buffers', 'gemm_strided_a_slice']
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-def _funcs(name):
-    f = getattr(P, name)()
-    return f if isinstance(f, list) else [f]
-
-
-def _src(func, arch="sm_90a"):
-    return tilecute.compile(func, target=arch).get_kernel_source()
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name, tmp_path):
-    for i, f in enumerate(_funcs(name)):
-        info = tilecute.build_cubin(f, "sm_90a", out_dir=str(tmp_path / str(i)))
-        assert info.kernel_names and (tmp_path / str(i) / "kernel.cubin").stat().st_size > 0
+_arch = rounds.use_arch("TILECUTE_ARCH")
+_src = rounds.source
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 # ---- what the generated code says -------------------------------------------------------------
@@ -284,13 +269,8 @@ def test_negative_index_arithmetic_keeps_floor_semantics():
 
 
 # ---- on the GPU -------------------------------------------------------------------------------
-def _run(func, *args):
-    tilecute.compile(func)(*args)
-
-
-def _close(got, want, atol=0.0, rtol=0.0):
-    import torch
-    torch.testing.assert_close(got, want, atol=atol, rtol=rtol, equal_nan=True)
+_run = rounds.run
+_close = rounds.exact
 
 
 def _ints(*shape, lo=-3, hi=4, dtype=None):

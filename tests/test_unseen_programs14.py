@@ -12,8 +12,7 @@ TileLang's meaning."""
 import numpy as np
 import pytest
 
-import tilecute
-
+import rounds
 import unseen_programs14 as P
 
 PROGRAMS = ['gemm_int8_ragged_k', 'gemm_int8_rowcol_dequant', 'gemm_fp8_e4m3_tensor_scales',
@@ -34,29 +33,9 @@ PROGRAMS = ['gemm_int8_ragged_k', 'gemm_int8_rowcol_dequant', 'gemm_fp8_e4m3_ten
             'jit_rowwise_fp8_quant_kernel', 'jit_csr_segment_max_kernel']
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-def _funcs(name):
-    f = getattr(P, name)()
-    return f if isinstance(f, list) else [f]
-
-
-def _src(func, arch="sm_90a"):
-    return tilecute.compile(func, target=arch).get_kernel_source()
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name, tmp_path):
-    for i, f in enumerate(_funcs(name)):
-        if hasattr(f, "ensure_cubin"):  # a compiled @tilecute.jit kernel
-            assert f.ensure_cubin()
-            continue
-        info = tilecute.build_cubin(f, "sm_90a", out_dir=str(tmp_path / str(i)))
-        assert info.kernel_names and (tmp_path / str(i) / "kernel.cubin").stat().st_size > 0
-
+_arch = rounds.use_arch("TILECUTE_ARCH")
+_src = rounds.source
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 # ---- what the generated code says -------------------------------------------------------------
@@ -88,8 +67,7 @@ def test_pack_unpack_shifts_are_arithmetic_then_logical():
     assert "tcmath.reinterpret(p[0], cutlass.Uint32) >> cutlass.Uint32(28)" in src, src
 
 # ---- on the GPU -------------------------------------------------------------------------------
-def _run(func, *args):
-    tilecute.compile(func)(*args)
+_run = rounds.run
 
 
 def _run_all(funcs, *arg_lists):
@@ -97,9 +75,7 @@ def _run_all(funcs, *arg_lists):
         _run(f, *args)
 
 
-def _close(got, want, atol=0.0, rtol=0.0):
-    import torch
-    torch.testing.assert_close(got, want, atol=atol, rtol=rtol, equal_nan=True)
+_close = rounds.exact
 
 
 _E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]

@@ -17,6 +17,7 @@ import pytest
 
 import tilecute
 
+import rounds
 import unseen_programs15 as P
 
 PROGRAMS = ["fa_varlen_bottom_right", "fa_window_left_right", "fa_alibi_slopes_tensor",
@@ -32,18 +33,9 @@ PROGRAMS = ["fa_varlen_bottom_right", "fa_window_left_right", "fa_alibi_slopes_t
             "fa_p_through_shared"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-def _kernel(name, **kw):
-    return getattr(P, name)(**kw)
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name):
-    assert _kernel(name).ensure_cubin()
+_arch = rounds.use_arch("TILECUTE_ARCH")
+_kernel = rounds.kernel_of(P)
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, _kernel)
 
 
 # the forward programs again at FlashAttention-3's tile (128 x 128 over two compute
@@ -198,15 +190,8 @@ def test_a_macro_defined_inside_the_prim_func_is_refused_by_name():
 LOG2E = 1.0 / math.log(2.0)
 
 
-def _r(*shape, dtype=None, scale=1.0):
-    import torch
-    t = torch.randn(*shape, device="cuda") * scale
-    return t if dtype is None else t.to(dtype)
-
-
-def _close(got, want, tol):
-    import torch
-    torch.testing.assert_close(got.float(), want.float(), atol=tol, rtol=tol)
+_r = rounds.randn
+_close = rounds.close
 
 
 def _rel(got, want, tol):

@@ -10,6 +10,7 @@ import pytest
 
 import tilecute
 
+import rounds
 import unseen_programs16 as P
 
 PROGRAMS = ["add_rmsnorm_residual_out", "layernorm_chunked_scalar_eps", "qk_norm_per_head",
@@ -31,24 +32,16 @@ FP8 = {"fp8_weight_block_quant", "fp8_block_dequant", "act_quant_fp8_groups_colm
        "kv_cache_fp8_slot_mapping", "tensor_fp8_quant_from_amax", "paged_kv_gather_dequant"}
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+_arch = rounds.use_arch("TILECUTE_ARCH")
 
 
 def _src(name, **kw):
     return getattr(P, name)(**kw).get_kernel_source()
 
 
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name):
-    assert getattr(P, name)().ensure_cubin()
-
-
-@pytest.mark.parametrize("name", [n for n in PROGRAMS if n not in FP8])
-def test_program_builds_an_sm80_cubin(name, tmp_path):
-    func = getattr(P, name).get_tir()
-    assert tilecute.build_cubin(func, "sm_80", out_dir=str(tmp_path)).kernel_names
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(
+    [n for n in PROGRAMS if n not in FP8], rounds.tir_of(P), "sm_80")
 
 
 def test_geglu_erf_builds_and_uses_erf():
@@ -209,9 +202,7 @@ def test_the_eos_while_loop_runs_in_one_thread_and_shares_the_length():
 
 
 # ---- on the GPU -----------------------------------------------------------------------------------
-def _close(got, want, tol):
-    import torch
-    torch.testing.assert_close(got.float(), want.float(), atol=tol, rtol=tol)
+_close = rounds.close
 
 
 @pytest.mark.gpu

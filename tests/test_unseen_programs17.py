@@ -20,6 +20,7 @@ import pytest
 
 import tilecute
 
+import rounds
 import unseen_programs17 as P
 
 PROGRAMS = ["gemm_tt_fp16_bf16_out", "gemm_bf16_k_pack2_fullrow", "gemm_fp8_transpose_a",
@@ -47,18 +48,14 @@ SM80 = ["gemm_tt_fp16_bf16_out", "gemm_bf16_k_pack2_fullrow", "gemm_int8_requant
         "gemm_accumulate_into_c", "gemm_two_n_tiles_per_block", "gemm_weight_grad_with_bias_grad"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+_arch = rounds.use_arch("TILECUTE_ARCH")
 
 
 def _src(name, **kw):
     return getattr(P, name)(**kw).get_kernel_source()
 
 
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name):
-    assert getattr(P, name)().ensure_cubin()
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
 
 
 @pytest.mark.parametrize("name", SM80)
@@ -249,10 +246,7 @@ def _close(got, want, atol, rtol):
     torch.testing.assert_close(got.float(), want.float(), atol=atol, rtol=rtol)
 
 
-def _randn(*shape, scale=1.0, dtype=None):
-    import torch
-    x = torch.randn(*shape, device="cuda") * scale
-    return x if dtype is None else x.to(dtype)
+_randn = rounds.randn
 
 
 @pytest.mark.gpu

@@ -18,6 +18,7 @@ import pytest
 import tilecute
 import tilecute.language as T
 
+import rounds
 import unseen_programs18 as P
 
 PROGRAMS = ["fa_causal_boundary_only", "fa_causal_wide_keys_bshd", "fa_window_alloc_var_bounds",
@@ -54,14 +55,8 @@ BIG = {"fa_causal_boundary_only": dict(BIG_KW, num_stages=2),
        "fa_causal_reverse_key_order": BIG_KW}
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name):
-    assert getattr(P, name)().ensure_cubin()
+_arch = rounds.use_arch("TILECUTE_ARCH")
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
 
 
 @pytest.mark.parametrize("name", sorted(BIG))
@@ -269,15 +264,8 @@ def test_two_tiles_a_block_release_q_between_tiles():
 LOG2E = 1.0 / math.log(2.0)
 
 
-def _r(*shape, dtype=None, scale=1.0):
-    import torch
-    t = torch.randn(*shape, device="cuda") * scale
-    return t if dtype is None else t.to(dtype)
-
-
-def _close(got, want, tol):
-    import torch
-    torch.testing.assert_close(got.float(), want.float(), atol=tol, rtol=tol)
+_r = rounds.randn
+_close = rounds.close
 
 
 def _rel(got, want, tol):

@@ -14,8 +14,7 @@ import math
 
 import pytest
 
-import tilecute
-
+import rounds
 import unseen_programs19 as P
 
 PROGRAMS = ["conv2d_nhwc_stride_dilation", "conv2d_nhwc_tap_loop", "conv1d_causal_dilated_gemm",
@@ -33,24 +32,15 @@ PROGRAMS = ["conv2d_nhwc_stride_dilation", "conv2d_nhwc_tap_loop", "conv1d_causa
             "circular_conv1d_wrap", "uint32_bit_tricks", "logsumexp_cumsum_f64", "gemm_f64_shared"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+_arch = rounds.use_arch("TILECUTE_ARCH")
 
 
 def _src(name, **kw):
     return getattr(P, name)(**kw).get_kernel_source()
 
 
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name):
-    assert getattr(P, name)().ensure_cubin()
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_an_sm80_cubin(name, tmp_path):
-    func = getattr(P, name).get_tir()
-    assert tilecute.build_cubin(func, "sm_80", out_dir=str(tmp_path)).kernel_names
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(PROGRAMS, rounds.tir_of(P), "sm_80")
 
 
 # ---- what the generated source says ------------------------------------------------------

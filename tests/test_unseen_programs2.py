@@ -10,6 +10,7 @@ import pytest
 
 import tilecute
 
+import rounds
 import unseen_programs2 as P
 
 PROGRAMS = ["flash_attn_gqa_causal", "flash_attn_overlap", "gemv_warp_reduce", "gemv_shfl_tree",
@@ -25,15 +26,8 @@ PROGRAMS = ["flash_attn_gqa_causal", "flash_attn_overlap", "gemv_warp_reduce", "
             "compact_positive"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name, tmp_path):
-    info = tilecute.build_cubin(getattr(P, name)(), "sm_90a", out_dir=str(tmp_path))
-    assert info.kernel_names and (tmp_path / "kernel.cubin").stat().st_size > 0
+_arch = rounds.use_arch("TILECUTE_ARCH")
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 def test_variants_build(tmp_path):
@@ -61,19 +55,14 @@ def test_jit_factories_build():
 
 
 # ---- on the GPU ------------------------------------------------------------------------------
-def _randn(*shape, dtype=None):
-    import torch
-    t = torch.randn(*shape, device="cuda")
-    return t.to(dtype) if dtype is not None else t
+_randn = rounds.randn
 
 
 def _close(got, want, atol=1e-2, rtol=1e-2):
-    import torch
-    torch.testing.assert_close(got.float().cpu(), want.float().cpu(), atol=atol, rtol=rtol)
+    rounds.close_on_cpu(got, want, atol, rtol)
 
 
-def _run(func, *args):
-    tilecute.compile(func)(*args)
+_run = rounds.run
 
 
 def _attention(q, k, v, causal=False, window=None):

@@ -15,6 +15,7 @@ import pytest
 
 import tilecute
 
+import rounds
 import unseen_programs20 as P
 
 PROGRAMS = ["rmsnorm_bwd_atomic_dw", "layernorm_bwd_partials", "layernorm_bwd_reduce_partials",
@@ -28,29 +29,16 @@ PROGRAMS = ["rmsnorm_bwd_atomic_dw", "layernorm_bwd_partials", "layernorm_bwd_re
             "logsumexp_vocab_clear_false", "rope_interleaved_bwd_pairs"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+_arch = rounds.use_arch("TILECUTE_ARCH")
 
 
 def _src(name, **kw):
     return getattr(P, name)(**kw).get_kernel_source()
 
 
-def _body(src):
-    """The @cute.kernel functions' text (not the launch wrapper)."""
-    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name):
-    assert getattr(P, name)().ensure_cubin()
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_an_sm80_cubin(name, tmp_path):
-    func = getattr(P, name).get_tir()
-    assert tilecute.build_cubin(func, "sm_80", out_dir=str(tmp_path)).kernel_names
+_body = rounds.kernel_body
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(PROGRAMS, rounds.tir_of(P), "sm_80")
 
 
 # ---- refusals ----------------------------------------------------------------------------

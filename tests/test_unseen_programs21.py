@@ -20,6 +20,7 @@ import torch
 import tilecute
 from fake_cuda import FakeTensor, raises
 
+import rounds
 import unseen_programs21 as P
 
 PROGRAMS = ["affine_rows_scalars", "rmsnorm_bsh_dynamic", "bias_gelu_shared_symbol",
@@ -36,9 +37,7 @@ PROGRAMS = ["affine_rows_scalars", "rmsnorm_bsh_dynamic", "bias_gelu_shared_symb
             "narrow_scalar_params", "gemm_k_tiles_scalar", "swiglu_fused_halves"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+_arch = rounds.use_arch("TILECUTE_ARCH")
 
 
 def _src(name, **kw):
@@ -56,18 +55,14 @@ def _z(*shape, dtype=torch.float32):
 CPU = "expected a CUDA tensor, got cpu"  # every value check passed
 
 
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name):
-    assert getattr(P, name)().ensure_cubin()
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
 
 
 FP8 = ["fp8_rows_dequant_bf16", "fp8_e5m2_to_half_scale"]
 
 
-@pytest.mark.parametrize("name", [n for n in PROGRAMS if n not in FP8])
-def test_program_builds_an_sm80_cubin(name, tmp_path):
-    func = getattr(P, name).get_tir()
-    assert tilecute.build_cubin(func, "sm_80", out_dir=str(tmp_path)).kernel_names
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(
+    [n for n in PROGRAMS if n not in FP8], rounds.tir_of(P), "sm_80")
 
 
 @pytest.mark.parametrize("name", FP8)
@@ -548,8 +543,7 @@ def test_out_idx_outputs_are_not_passed():
 
 
 # ---- GPU: each against torch --------------------------------------------------------------------
-def _close(got, want, tol):
-    torch.testing.assert_close(got.float(), want.float(), atol=tol, rtol=tol)
+_close = rounds.close
 
 
 @pytest.mark.gpu

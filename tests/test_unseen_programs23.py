@@ -15,6 +15,7 @@ from tilecute.ir.visitor import walk_stmts
 from tilecute.transform.analysis import accesses, buffers_used
 from tilecute.transform.pipeline import run_passes
 
+import rounds
 import unseen_programs23 as P
 
 NO_TMA = {"disable_tma": True, "disable_wgmma": True, "disable_warp_specialize": True}
@@ -34,10 +35,7 @@ PROGRAMS = ["gemm_ragged_every_dim", "gemm_bf16_nt_dynamic_mnk", "gemm_split_k_l
 SM90_ONLY = {"fp8_dequant_rows_with_scales"}  # (fp8 converts by cvt on sm_89+)
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
+_arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
 
 
 def lowered(name, arch="sm_80", options=None, **kw):

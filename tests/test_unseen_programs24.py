@@ -12,6 +12,7 @@ import pytest
 
 import tilecute
 
+import rounds
 import unseen_programs24 as P
 
 PROGRAMS = ["csr_spmv_warp_per_row", "csr_spmv_group_fragment", "coo_spmv_atomic", "ell_spmv_colmajor",
@@ -25,26 +26,10 @@ PROGRAMS = ["csr_spmv_warp_per_row", "csr_spmv_group_fragment", "coo_spmv_atomic
             "segment_scale_shared_cursor", "csr_row_sums_shared_bounds"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-def _body(name, **kw):
-    """The @cute.kernel functions' text (not the launch wrapper)."""
-    src = getattr(P, name)(**kw).get_kernel_source()
-    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name):
-    assert getattr(P, name)().ensure_cubin()
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_an_sm80_cubin(name, tmp_path):
-    func = getattr(P, name).get_tir()
-    assert tilecute.build_cubin(func, "sm_80", out_dir=str(tmp_path)).kernel_names
+_arch = rounds.use_arch("TILECUTE_ARCH")
+_body = rounds.body_of(rounds.kernel_of(P))
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(PROGRAMS, rounds.tir_of(P), "sm_80")
 
 
 # ---- refusals ----------------------------------------------------------------------------
@@ -279,8 +264,7 @@ def _parallel_var_written_in_a_loop(N=256, threads=128):
     return k
 
 
-def _kernel_text(k):
-    return k.get_kernel_source().split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
+_kernel_text = rounds.kernel_body
 
 
 def test_alloc_var_without_init_in_a_loop_is_zeroed_once():

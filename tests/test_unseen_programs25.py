@@ -14,6 +14,7 @@ import re
 
 import pytest
 
+import rounds
 import unseen_programs25 as P
 
 PROGRAMS = ["dsa_clean_logits", "mhc_post_mix", "mhc_pre_rms_gate", "fp8_block_mean_pool", "act_quant_group_fp8",
@@ -26,9 +27,7 @@ PROGRAMS = ["dsa_clean_logits", "mhc_post_mix", "mhc_pre_rms_gate", "fp8_block_m
             "vertical_prefetch_async", "sparse_dkv_scatter", "gdn_chunk_delta_h"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+_arch = rounds.use_arch("TILECUTE_ARCH")
 
 
 def _kernel(name, **kw):
@@ -38,20 +37,9 @@ def _kernel(name, **kw):
     return f(**kw)
 
 
-def _body(name, **kw):
-    """The @cute.kernel functions' text (not the launch wrapper)."""
-    src = _kernel(name, **kw).get_kernel_source()
-    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
-
-
-def test_every_program_is_listed():
-    defined = [n for n, f in vars(P).items() if hasattr(f, "get_kernel_source") or hasattr(f, "compile")]
-    assert sorted(n for n in defined if n not in ("tilecute", "T", "math")) == sorted(PROGRAMS)
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name):
-    assert _kernel(name).ensure_cubin()
+_body = rounds.body_of(_kernel)
+test_every_program_is_listed = rounds.every_kernel_is_listed(P, PROGRAMS, ("tilecute", "T", "math"))
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, _kernel)
 
 
 # ---- what the generated source says ------------------------------------------------------
@@ -225,9 +213,7 @@ def test_delta_rule_state_hazards_are_fenced():
 
 
 # ---- GPU: each against torch ---------------------------------------------------------------
-def _close(got, want, tol):
-    import torch
-    torch.testing.assert_close(got.float(), want.float(), atol=tol, rtol=tol)
+_close = rounds.close
 
 
 @pytest.mark.gpu

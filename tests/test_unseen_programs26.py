@@ -12,6 +12,7 @@ in the generated source.  GPU: each matches a torch reference."""
 
 import pytest
 
+import rounds
 import unseen_programs26 as P
 
 PROGRAMS = ["int_div_mod_signs", "const_div_mod_negative", "shifts_signed_unsigned", "int8_wrap_and_promote",
@@ -31,25 +32,10 @@ PROGRAMS = ["int_div_mod_signs", "const_div_mod_negative", "shifts_signed_unsign
             "unit_dims_swapped_copy"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-def _body(name, **kw):
-    """The @cute.kernel functions' text (not the launch wrapper)."""
-    src = getattr(P, name)(**kw).get_kernel_source()
-    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
-
-
-def test_every_program_is_listed():
-    defined = [n for n, f in vars(P).items() if hasattr(f, "get_kernel_source") or hasattr(f, "compile")]
-    assert sorted(n for n in defined if n not in ("tilecute", "T")) == sorted(PROGRAMS)
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name):
-    assert getattr(P, name)().ensure_cubin()
+_arch = rounds.use_arch("TILECUTE_ARCH")
+_body = rounds.body_of(rounds.kernel_of(P))
+test_every_program_is_listed = rounds.every_kernel_is_listed(P, PROGRAMS)
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
 
 
 # ---- what the generated source says ------------------------------------------------------
@@ -235,9 +221,7 @@ def _as_uint32(v):
     return torch.where(v >= 2**31, v - 2**32, v).to(torch.int32).view(torch.uint32)
 
 
-def _close(got, want, tol):
-    import torch
-    torch.testing.assert_close(got.float(), want.float(), atol=tol, rtol=tol)
+_close = rounds.close
 
 
 @pytest.mark.gpu

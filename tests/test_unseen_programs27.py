@@ -14,6 +14,7 @@ import re
 
 import pytest
 
+import rounds
 import unseen_programs27 as P
 
 PROGRAMS = ["gemm_tt_bias_gelu", "gemm_symbolic_m_swizzled", "splitk_atomic_gemm", "int8_gemm_rowcol_scale",
@@ -28,25 +29,10 @@ PROGRAMS = ["gemm_tt_bias_gelu", "gemm_symbolic_m_swizzled", "splitk_atomic_gemm
             "gemm_into_loaded_accumulator"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-def _body(name, **kw):
-    """The @cute.kernel functions' text (not the launch wrapper)."""
-    src = getattr(P, name)(**kw).get_kernel_source()
-    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
-
-
-def test_every_program_is_listed():
-    defined = [n for n, f in vars(P).items() if hasattr(f, "get_kernel_source") or hasattr(f, "compile")]
-    assert sorted(n for n in defined if n not in ("tilecute", "T")) == sorted(PROGRAMS)
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name):
-    assert getattr(P, name)().ensure_cubin()
+_arch = rounds.use_arch("TILECUTE_ARCH")
+_body = rounds.body_of(rounds.kernel_of(P))
+test_every_program_is_listed = rounds.every_kernel_is_listed(P, PROGRAMS)
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
 
 
 # ---- what the generated source says ------------------------------------------------------
@@ -184,9 +170,7 @@ def test_accumulator_epilogue_forms():
 
 
 # ---- on a GPU ------------------------------------------------------------------------------
-def _close(got, want, tol):
-    import torch
-    torch.testing.assert_close(got.float(), want.float(), atol=tol, rtol=tol)
+_close = rounds.close
 
 
 @pytest.mark.gpu

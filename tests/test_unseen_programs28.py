@@ -11,6 +11,7 @@ GPU: each matches a torch reference."""
 
 import pytest
 
+import rounds
 import unseen_programs28 as P
 
 PROGRAMS = ["explicit_unroll_poly", "rowsum_scalar_fadd", "pow_negative_exp", "var_init_dtype_cast_copy",
@@ -24,25 +25,10 @@ PROGRAMS = ["explicit_unroll_poly", "rowsum_scalar_fadd", "pow_negative_exp", "v
             "slice_name_arithmetic"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-def _body(name, **kw):
-    """The @cute.kernel functions' text (not the launch wrapper)."""
-    src = getattr(P, name)(**kw).get_kernel_source()
-    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
-
-
-def test_every_program_is_listed():
-    defined = [n for n, f in vars(P).items() if hasattr(f, "get_kernel_source") or hasattr(f, "compile")]
-    assert sorted(n for n in defined if n not in ("tilecute", "T")) == sorted(PROGRAMS)
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name):
-    assert getattr(P, name)().ensure_cubin()
+_arch = rounds.use_arch("TILECUTE_ARCH")
+_body = rounds.body_of(rounds.kernel_of(P))
+test_every_program_is_listed = rounds.every_kernel_is_listed(P, PROGRAMS)
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
 
 
 # ---- what the generated source says ------------------------------------------------------
@@ -166,9 +152,7 @@ def late(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "float32")):
 
 
 # ---- GPU: against torch --------------------------------------------------------------------
-def _close(got, want, tol):
-    import torch
-    torch.testing.assert_close(got.float(), want.float(), atol=tol, rtol=tol)
+_close = rounds.close
 
 
 @pytest.mark.gpu

@@ -10,6 +10,7 @@ GPU: each matches a torch reference (run: pytest -q -m gpu tests/test_unseen_pro
 
 import pytest
 
+import rounds
 import unseen_programs29 as P
 
 PROGRAMS = ["bias_act_rows", "gemm_from_config", "torch_dtype_rmsnorm", "prod_flatten_scale",
@@ -25,25 +26,11 @@ PROGRAMS = ["bias_act_rows", "gemm_from_config", "torch_dtype_rmsnorm", "prod_fl
             "gemm_macro_zipped_loads"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-def _body(name, **kw):
-    """The @cute.kernel functions' text (not the launch wrapper)."""
-    src = getattr(P, name)(**kw).get_kernel_source()
-    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
-
-
-def test_every_program_is_listed():
-    defined = [n for n, f in vars(P).items() if hasattr(f, "get_kernel_source") or hasattr(f, "compile")]
-    assert sorted(n for n in defined if n not in ("tilecute", "T", "torch")) == sorted(PROGRAMS)
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name):
-    assert getattr(P, name)().ensure_cubin()
+_arch = rounds.use_arch("TILECUTE_ARCH")
+_body = rounds.body_of(rounds.kernel_of(P))
+test_every_program_is_listed = rounds.every_kernel_is_listed(
+    P, PROGRAMS, ("tilecute", "T", "torch"))
+test_program_builds_a_cubin = rounds.builds_a_cubin(PROGRAMS, rounds.kernel_of(P))
 
 
 # ---- what the generated source says ------------------------------------------------------
@@ -192,9 +179,7 @@ def test_triton_ports():
 
 
 # ---- GPU: against torch --------------------------------------------------------------------
-def _close(got, want, tol):
-    import torch
-    torch.testing.assert_close(got.float(), want.float(), atol=tol, rtol=tol)
+_close = rounds.close
 
 
 @pytest.mark.gpu

@@ -10,6 +10,7 @@ import pytest
 
 import tilecute
 
+import rounds
 import unseen_programs3 as P
 
 PROGRAMS = ["copy_ragged_tiles", "copy_ragged_left_top", "copy_dtype_casts",
@@ -21,15 +22,8 @@ PROGRAMS = ["copy_ragged_tiles", "copy_ragged_left_top", "copy_dtype_casts",
             "mixed_dtype_minmax", "int8_dot_rows", "fragment_copies", "threads_2d_tiles"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name, tmp_path):
-    info = tilecute.build_cubin(getattr(P, name)(), "sm_90a", out_dir=str(tmp_path))
-    assert info.kernel_names and (tmp_path / "kernel.cubin").stat().st_size > 0
+_arch = rounds.use_arch("TILECUTE_ARCH")
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 @pytest.mark.parametrize("stages", [1, 2, 4])
@@ -48,18 +42,12 @@ def test_per_thread_while_has_no_barrier_inside():
 
 
 # ---- on the GPU ------------------------------------------------------------------------------
-def _run(func, *args):
-    tilecute.compile(func)(*args)
-
-
-def _eq(got, want):
-    import torch
-    torch.testing.assert_close(got.cpu(), want.cpu(), atol=0, rtol=0)
+_run = rounds.run
+_eq = rounds.equal_on_cpu
 
 
 def _close(got, want, atol=1e-5, rtol=1e-5):
-    import torch
-    torch.testing.assert_close(got.float().cpu(), want.float().cpu(), atol=atol, rtol=rtol)
+    rounds.close_on_cpu(got, want, atol, rtol)
 
 
 @pytest.mark.gpu

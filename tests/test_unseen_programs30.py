@@ -13,6 +13,7 @@ GPU: each matches a torch reference (``pytest -m gpu tests/test_unseen_programs3
 import pytest
 
 import tilecute
+import rounds
 import unseen_programs30 as P
 
 HOPPER = ["ws_attention_tma_ring", "ws_rowsum_tma_ring", "persistent_gemm_primitive",
@@ -44,15 +45,8 @@ SM80_REFUSED = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
-
-
-def _body(src):
-    """The @cute.kernel functions' text (not the launch wrapper)."""
-    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
+_arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
+_body = rounds.kernel_body
 
 
 def body(name, arch="sm_90a", **kw):
@@ -453,9 +447,7 @@ def test_sm80_pipelines_and_register_a():
 
 
 # ---- GPU: against torch ----------------------------------------------------------------------
-def _close(got, want, tol):
-    import torch
-    torch.testing.assert_close(got.float(), want.float(), atol=tol, rtol=tol)
+_close = rounds.close
 
 
 def _on_gpu(func, arch, out_idx=None):

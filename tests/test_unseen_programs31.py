@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tilecute  # noqa: E402
 import tilecute.language as T  # noqa: E402
 import unseen31_helpers as H  # noqa: E402
+import rounds  # noqa: E402
 import unseen_programs31 as P  # noqa: E402
 from tilecute.language import FrontendError  # noqa: E402
 
@@ -66,14 +67,8 @@ BUILD = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-def _body(kernel):
-    src = kernel.get_kernel_source()
-    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
+_arch = rounds.use_arch("TILECUTE_ARCH")
+_body = rounds.kernel_body
 
 
 def _params(kernel):

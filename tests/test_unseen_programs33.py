@@ -12,26 +12,20 @@ import types
 import pytest
 
 import tilecute
+import rounds
 import unseen_programs33 as P
 
 NAMES = sorted(n for n, f in vars(P).items() if isinstance(f, types.FunctionType))
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
+_arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
 
 
 def _body(name, **kw):
-    """The @cute.kernel functions' text (not the launch wrapper)."""
-    src = tilecute.compile(getattr(P, name)(**kw), target="sm_90a").get_kernel_source()
-    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
+    return rounds.kernel_body(rounds.source(getattr(P, name)(**kw)))
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_program_builds_a_cubin(name, tmp_path):
-    assert tilecute.build_cubin(getattr(P, name)(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+test_program_builds_a_cubin = rounds.builds_cubin(NAMES, rounds.kernel_of(P), "sm_90a")
 
 
 def test_assume_in_a_serial_loop_drops_the_check():

@@ -22,6 +22,7 @@ import torch
 import tilecute
 import tilecute.language as T
 from tilecute.language.parser import FrontendError
+import rounds
 import unseen_programs35 as P
 
 NAMES = ["welford_layernorm", "bitnet_int2_gemv", "bitnet_int2_prefill", "solve_unit_lower",
@@ -31,30 +32,11 @@ NAMES = ["welford_layernorm", "bitnet_int2_gemv", "bitnet_int2_prefill", "solve_
          "csr_spmm_pipelined"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
-
-
-def _body(name, **kw):
-    """The @cute.kernel functions' text (not the launch wrapper)."""
-    src = getattr(P, name)(**kw).get_kernel_source()
-    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
-
-
-def test_every_program_is_listed():
-    assert sorted(NAMES) == sorted(n for n in dir(P) if hasattr(getattr(P, n), "get_tir"))
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_program_builds_a_cubin(name):
-    assert getattr(P, name)().ensure_cubin()
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_program_builds_an_sm80_cubin(name, tmp_path):
-    assert tilecute.build_cubin(getattr(P, name).get_tir(), "sm_80", out_dir=str(tmp_path)).kernel_names
+_arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
+_body = rounds.body_of(rounds.kernel_of(P))
+test_every_program_is_listed = rounds.every_program_is_listed(P, NAMES)
+test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, rounds.kernel_of(P))
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(NAMES, rounds.tir_of(P), "sm_80")
 
 
 def test_welford_merges_chunk_statistics():

@@ -30,6 +30,7 @@ import torch
 
 import tilecute
 import tilecute.language as T
+import rounds
 import unseen_programs37 as P
 
 NAMES = ["awq_w4a16_group_gemm", "gptq_packed_u8_gemm", "w4a8_gemm_dequant_epilogue",
@@ -44,34 +45,13 @@ EAGER = {"eager_int4_row_quant": lambda: P.eager_int4_row_quant.compile(
     torch.zeros(100, 256, dtype=torch.float32))}
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
-
-
-def _kernel(name, **kw):
-    return EAGER[name]() if name in EAGER else getattr(P, name)(**kw)
-
-
-def _body(name, **kw):
-    """The @cute.kernel functions' text (not the launch wrapper)."""
-    src = _kernel(name, **kw).get_kernel_source()
-    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
-
-
-def test_every_program_is_listed():
-    assert sorted(NAMES) == sorted(n for n in dir(P) if hasattr(getattr(P, n), "get_tir"))
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_program_builds_a_cubin(name):
-    assert _kernel(name).ensure_cubin()
-
-
-@pytest.mark.parametrize("name", sorted(set(NAMES) - set(EAGER) - NO_SM80))
-def test_program_builds_an_sm80_cubin(name, tmp_path):
-    assert tilecute.build_cubin(getattr(P, name).get_tir(), "sm_80", out_dir=str(tmp_path)).kernel_names
+_arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
+_kernel = rounds.kernel_of(P, EAGER)
+_body = rounds.body_of(_kernel)
+test_every_program_is_listed = rounds.every_program_is_listed(P, NAMES)
+test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, _kernel)
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(
+    sorted(set(NAMES) - set(EAGER) - NO_SM80), rounds.tir_of(P), "sm_80")
 
 
 def test_w4afp8_is_refused_on_sm80(tmp_path):

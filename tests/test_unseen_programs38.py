@@ -30,6 +30,7 @@ import pytest
 import torch
 
 import tilecute
+import rounds
 import unseen_programs38 as P
 
 NAMES = ["qk_proj_rope_half_split", "qkv_proj_rope_interleaved", "moe_permute_rows",
@@ -43,30 +44,12 @@ NAMES = ["qk_proj_rope_half_split", "qkv_proj_rope_interleaved", "moe_permute_ro
 NO_SM80 = {"w8a8_gemm_fp8_requant"}  # float8 conversions need sm_89+
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
-
-
-def _body(name, **kw):
-    """The @cute.kernel functions' text (not the launch wrapper)."""
-    src = getattr(P, name)(**kw).get_kernel_source()
-    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
-
-
-def test_every_program_is_listed():
-    assert sorted(NAMES) == sorted(n for n in dir(P) if hasattr(getattr(P, n), "get_tir"))
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_program_builds_a_cubin(name):
-    assert getattr(P, name)().ensure_cubin()
-
-
-@pytest.mark.parametrize("name", sorted(set(NAMES) - NO_SM80))
-def test_program_builds_an_sm80_cubin(name, tmp_path):
-    assert tilecute.build_cubin(getattr(P, name).get_tir(), "sm_80", out_dir=str(tmp_path)).kernel_names
+_arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
+_body = rounds.body_of(rounds.kernel_of(P))
+test_every_program_is_listed = rounds.every_program_is_listed(P, NAMES)
+test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, rounds.kernel_of(P))
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(
+    sorted(set(NAMES) - NO_SM80), rounds.tir_of(P), "sm_80")
 
 
 def test_fp8_requant_is_refused_on_sm80(tmp_path):
@@ -206,7 +189,6 @@ def test_bitonic_while_loops_sync_each_step():
     assert re.search(r"while size\[0\] <= 1024:\n\s+stride\[0\] = size\[0\] // 2\n\s+while stride\[0\] > 0:"
                      r"\n\s+cute\.arch\.sync_threads\(\)", src)
     assert "desc = t_1_ & size[0] == 0" in src  # (t & size) == 0 by Python's precedence
-
 
 
 def test_layernorm_epilogue_reads_row_statistics_over_its_fragment():

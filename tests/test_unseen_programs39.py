@@ -21,13 +21,13 @@ top-level assert on symbols is now TileLang's host Assert, checked at every call
 (tests/test_host_assumes.py).
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs39.py``)."""
 
-import inspect
 import re
 
 import pytest
 import torch
 
 import tilecute.language as T
+import rounds
 import unseen_programs39 as P
 
 f16, bf16, u8 = torch.float16, torch.bfloat16, torch.uint8
@@ -61,26 +61,15 @@ BUILDS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
+_arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
 
 
 def _body(name, kernel=None):
-    """The @cute.kernel functions' text (not the launch wrapper)."""
-    src = (kernel or BUILDS[name]()).get_kernel_source()
-    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
+    return rounds.kernel_body(kernel or BUILDS[name]())
 
 
-def test_every_program_is_listed():
-    assert sorted(BUILDS) == sorted(n for n in dir(P) if not n.startswith("_") and
-                                    hasattr(getattr(P, n), "compile") and not inspect.ismodule(getattr(P, n)))
-
-
-@pytest.mark.parametrize("name", sorted(BUILDS))
-def test_program_builds_a_cubin(name):
-    assert BUILDS[name]().ensure_cubin()
+test_every_program_is_listed = rounds.every_public_program_is_listed(P, BUILDS)
+test_program_builds_a_cubin = rounds.builds_a_cubin(sorted(BUILDS), lambda n: BUILDS[n]())
 
 
 def test_gelu_folds_the_python_constant_and_takes_a_torch_dtype():

@@ -10,6 +10,7 @@ import pytest
 
 import tilecute
 
+import rounds
 import unseen_programs4 as P
 
 T = P.T
@@ -52,15 +53,8 @@ def _pid(v):
     return "-".join(f"{k}={getattr(x, 'name', x)}" for k, x in v.items())
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name, tmp_path):
-    info = tilecute.build_cubin(getattr(P, name)(), "sm_90a", out_dir=str(tmp_path))
-    assert info.kernel_names and (tmp_path / "kernel.cubin").stat().st_size > 0
+_arch = rounds.use_arch("TILECUTE_ARCH")
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 @pytest.mark.parametrize("kw", PLACEMENTS, ids=_pid)
@@ -94,18 +88,14 @@ def test_two_kernels_share_the_workspace():
 
 
 # ---- on the GPU ------------------------------------------------------------------------------
-def _run(func, *args):
-    tilecute.compile(func)(*args)
+_run = rounds.run
 
 
 def _close(got, want, atol=1e-3, rtol=1e-3):
-    import torch
-    torch.testing.assert_close(got.float().cpu(), want.float().cpu(), atol=atol, rtol=rtol)
+    rounds.close_on_cpu(got, want, atol, rtol)
 
 
-def _eq(got, want):
-    import torch
-    torch.testing.assert_close(got.cpu(), want.cpu(), atol=0, rtol=0)
+_eq = rounds.equal_on_cpu
 
 
 def _h(*shape, dtype=None):

@@ -30,6 +30,7 @@ import torch
 
 import tilecute
 import tilecute.language as T
+import rounds
 import unseen_programs40 as P
 from tilecute.language.parser import FrontendError
 
@@ -59,34 +60,13 @@ EAGER = {"eager_capped_argmax": lambda: P.eager_capped_argmax.compile(torch.zero
              0, 0, torch.zeros(10, dtype=torch.int64), 10, 64)}
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
-
-
-def _kernel(name, **kw):
-    return EAGER[name]() if name in EAGER else getattr(P, name)(**kw)
-
-
-def _body(name, **kw):
-    """The @cute.kernel functions' text (not the launch wrapper)."""
-    src = _kernel(name, **kw).get_kernel_source()
-    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
-
-
-def test_every_program_is_listed():
-    assert sorted(NAMES) == sorted(n for n in dir(P) if hasattr(getattr(P, n), "get_tir"))
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_program_builds_a_cubin(name):
-    assert _kernel(name).ensure_cubin()
-
-
-@pytest.mark.parametrize("name", sorted(set(NAMES) - NO_SM80 - set(EAGER)))
-def test_program_builds_an_sm80_cubin(name, tmp_path):
-    assert tilecute.build_cubin(getattr(P, name).get_tir(), "sm_80", out_dir=str(tmp_path)).kernel_names
+_arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
+_kernel = rounds.kernel_of(P, EAGER)
+_body = rounds.body_of(_kernel)
+test_every_program_is_listed = rounds.every_program_is_listed(P, NAMES)
+test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, _kernel)
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(
+    sorted(set(NAMES) - NO_SM80 - set(EAGER)), rounds.tir_of(P), "sm_80")
 
 
 @pytest.mark.parametrize("name", sorted(NO_SM80))

@@ -29,7 +29,7 @@ import re
 import pytest
 import torch
 
-import tilecute
+import rounds
 import unseen_programs41 as P
 
 NAMES = ["tree_reduce_then_shuffle", "kogge_stone_block_scan", "scan_add_block_offsets",
@@ -41,30 +41,11 @@ NAMES = ["tree_reduce_then_shuffle", "kogge_stone_block_scan", "scan_add_block_o
          "label_propagation_until_stable", "warp_handoff_shared_flags"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
-
-
-def _body(name, **kw):
-    """The @cute.kernel function's text (not the launch wrapper)."""
-    src = getattr(P, name)(**kw).get_kernel_source()
-    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
-
-
-def test_every_program_is_listed():
-    assert sorted(NAMES) == sorted(n for n in dir(P) if hasattr(getattr(P, n), "get_tir"))
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_program_builds_a_cubin(name):
-    assert getattr(P, name)().ensure_cubin()
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_program_builds_an_sm80_cubin(name, tmp_path):
-    assert tilecute.build_cubin(getattr(P, name).get_tir(), "sm_80", out_dir=str(tmp_path)).kernel_names
+_arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
+_body = rounds.body_of(rounds.kernel_of(P))
+test_every_program_is_listed = rounds.every_program_is_listed(P, NAMES)
+test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, rounds.kernel_of(P))
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(NAMES, rounds.tir_of(P), "sm_80")
 
 
 def test_tree_reduction_halves_with_barriers_then_shuffles():

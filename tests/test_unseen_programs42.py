@@ -33,6 +33,7 @@ import torch
 
 import tilecute
 import tilecute.language as T
+import rounds
 import unseen_programs42 as P
 from tilecute.language import FrontendError
 
@@ -49,10 +50,7 @@ EAGER = {"eager_rmsnorm": dict(M=64, N=256),
 HOPPER = {"producer_consumer_gathered_attention"}  # T.set_max_nreg: setmaxnreg is sm_90a's
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
+_arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
 
 
 def _kernel(name, **kw):
@@ -65,10 +63,7 @@ def _kernel(name, **kw):
     return getattr(P, name)(**kw)
 
 
-def _body(name, **kw):
-    """The @cute.kernel function's text (not the launch wrapper)."""
-    src = _kernel(name, **kw).get_kernel_source()
-    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
+_body = rounds.body_of(_kernel)
 
 
 def test_every_program_is_listed():
@@ -78,14 +73,10 @@ def test_every_program_is_listed():
                                       n != "build_row_kernels")
 
 
-@pytest.mark.parametrize("name", FACTORIES + BUILDERS + PER_HEADS + list(EAGER))
-def test_program_builds_a_cubin(name):
-    assert _kernel(name).ensure_cubin()
-
-
-@pytest.mark.parametrize("name", [n for n in FACTORIES if n not in HOPPER])
-def test_program_builds_an_sm80_cubin(name, tmp_path):
-    assert tilecute.build_cubin(getattr(P, name).get_tir(), "sm_80", out_dir=str(tmp_path)).kernel_names
+test_program_builds_a_cubin = rounds.builds_a_cubin(
+    FACTORIES + BUILDERS + PER_HEADS + list(EAGER), _kernel)
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(
+    [n for n in FACTORIES if n not in HOPPER], rounds.tir_of(P), "sm_80")
 
 
 @pytest.mark.parametrize("name", BUILDERS)

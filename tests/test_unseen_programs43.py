@@ -29,6 +29,7 @@ import pytest
 import torch
 
 import tilecute
+import rounds
 import unseen_programs43 as P
 
 NAMES = ["mla_decode_latent512_rope64", "paged16_decode_split", "paged16_decode_combine",
@@ -42,25 +43,10 @@ HOPPER_ONLY = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
-
-
-def _body(name, **kw):
-    """The @cute.kernel function's text (not the launch wrapper)."""
-    src = getattr(P, name)(**kw).get_kernel_source()
-    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
-
-
-def test_every_program_is_listed():
-    assert sorted(NAMES) == sorted(n for n in dir(P) if hasattr(getattr(P, n), "get_tir"))
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_program_builds_a_cubin(name):
-    assert getattr(P, name)().ensure_cubin()
+_arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
+_body = rounds.body_of(rounds.kernel_of(P))
+test_every_program_is_listed = rounds.every_program_is_listed(P, NAMES)
+test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, rounds.kernel_of(P))
 
 
 @pytest.mark.parametrize("name", NAMES)

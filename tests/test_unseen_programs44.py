@@ -16,7 +16,6 @@ build ("operand #0 does not dominate this use": the wgmma helper set ACCUMULATE 
 tiled MMA object shared by the unrolled copies; tests/test_gemm_unrolled_branches.py).
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs44.py``)."""
 
-import inspect
 import re
 
 import pytest
@@ -24,6 +23,7 @@ import torch
 
 import tilecute
 from tilecute.codegen.source import CodegenError
+import rounds
 import unseen_programs44 as P
 
 f16, bf16 = torch.float16, torch.bfloat16
@@ -57,10 +57,7 @@ BUILDS = {
 SM90_ONLY = {"ws_gemm_staged_ring", "staged_unrolled_wgmma", "act_quant_fp8_groups"}
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
+_arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
 
 
 def _body(name):
@@ -69,19 +66,10 @@ def _body(name):
     return "\n".join(part.split("\n@cute.jit", 1)[0] for part in src.split("\n@cute.kernel\n")[1:])
 
 
-def test_every_program_is_listed():
-    assert sorted(BUILDS) == sorted(n for n in dir(P) if not n.startswith("_") and
-                                    hasattr(getattr(P, n), "compile") and not inspect.ismodule(getattr(P, n)))
-
-
-@pytest.mark.parametrize("name", sorted(BUILDS))
-def test_program_builds_a_cubin(name):
-    assert BUILDS[name]().ensure_cubin()
-
-
-@pytest.mark.parametrize("name", sorted(set(BUILDS) - SM90_ONLY))
-def test_program_builds_an_sm80_cubin(name, tmp_path):
-    assert tilecute.build_cubin(getattr(P, name).get_tir(), "sm_80", out_dir=str(tmp_path)).kernel_names
+test_every_program_is_listed = rounds.every_public_program_is_listed(P, BUILDS)
+test_program_builds_a_cubin = rounds.builds_a_cubin(sorted(BUILDS), lambda n: BUILDS[n]())
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(
+    sorted(set(BUILDS) - SM90_ONLY), rounds.tir_of(P), "sm_80")
 
 
 def test_fp8_cast_is_refused_on_sm80(tmp_path):

@@ -13,6 +13,7 @@ import pytest
 
 import tilecute
 
+import rounds
 import unseen_programs5 as P
 
 T = P.T
@@ -40,9 +41,7 @@ def _pid(v):
     return name + "".join(f"-{k}={x}" for k, x in kw.items())
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+_arch = rounds.use_arch("TILECUTE_ARCH")
 
 
 @pytest.mark.parametrize("case", BUILDS, ids=_pid)
@@ -129,8 +128,7 @@ def _tmod(a, b):
     return a - _tdiv(a, b) * b
 
 
-def _run(func, *args):
-    tilecute.compile(func)(*args)
+_run = rounds.run
 
 
 # ---- on the GPU: integers (exact) -----------------------------------------------------------

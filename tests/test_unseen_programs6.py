@@ -12,6 +12,7 @@ import pytest
 
 import tilecute
 
+import rounds
 import unseen_programs6 as P
 
 PROGRAMS = ["ragged_copy_roundtrip", "halo_negative_start", "ragged_store_from_shared",
@@ -24,15 +25,8 @@ PROGRAMS = ["ragged_copy_roundtrip", "halo_negative_start", "ragged_store_from_s
 STAGED = ["pipelined_short", "pipelined_short_symbolic", "pipelined_gather", "early_out_gemm"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name, tmp_path):
-    info = tilecute.build_cubin(getattr(P, name)(), "sm_90a", out_dir=str(tmp_path))
-    assert info.kernel_names and (tmp_path / "kernel.cubin").stat().st_size > 0
+_arch = rounds.use_arch("TILECUTE_ARCH")
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 @pytest.mark.parametrize("stages", [1, 3, 4])
@@ -61,18 +55,14 @@ def test_ragged_copy_reads_zero_into_the_prefilled_fragment():
 
 
 # ---- on the GPU ------------------------------------------------------------------------------
-def _run(func, *args):
-    tilecute.compile(func)(*args)
+_run = rounds.run
 
 
 def _close(got, want, atol=1e-5, rtol=1e-5):
-    import torch
-    torch.testing.assert_close(got.float().cpu(), want.float().cpu(), atol=atol, rtol=rtol)
+    rounds.close_on_cpu(got, want, atol, rtol)
 
 
-def _eq(got, want):
-    import torch
-    torch.testing.assert_close(got.cpu(), want.cpu(), atol=0, rtol=0)
+_eq = rounds.equal_on_cpu
 
 
 def _eq_mul_add(got, a, m, c):

@@ -17,6 +17,7 @@ from tilecute.ir import nodes as N
 from tilecute.ir.visitor import walk_stmts
 from tilecute.transform.pipeline import run_passes
 
+import rounds
 import unseen_programs7 as P
 
 PROGRAMS = ["ws_ring_gemm", "ws_single_buffer_nt", "ws_branch_thread_copies",
@@ -28,19 +29,9 @@ SM80 = ["gemm_forms", "gemm_fragment_operands", "split_k_ranges", "kernel_thread
 TRANSPOSES = [(False, False), (False, True), (True, False), (True, True)]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-def _src(func, **kw):
-    return tilecute.compile(func, target="sm_90a", **kw).get_kernel_source()
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name, tmp_path):
-    info = tilecute.build_cubin(getattr(P, name)(), "sm_90a", out_dir=str(tmp_path))
-    assert info.kernel_names and (tmp_path / "kernel.cubin").stat().st_size > 0
+_arch = rounds.use_arch("TILECUTE_ARCH")
+_src = rounds.source
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 @pytest.mark.parametrize("stages", [1, 2, 4])
@@ -49,9 +40,7 @@ def test_ring_depths_build(stages, tmp_path):
                                 out_dir=str(tmp_path)).kernel_names
 
 
-@pytest.mark.parametrize("name", SM80)
-def test_program_builds_an_sm80_cubin(name, tmp_path):
-    assert tilecute.build_cubin(getattr(P, name)(), "sm_80", out_dir=str(tmp_path)).kernel_names
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(SM80, rounds.kernel_of(P), "sm_80")
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
@@ -257,8 +246,7 @@ def test_ring_parities_and_roles_read_as_written():
 
 # ---- on the GPU ------------------------------------------------------------------------------
 def _close(got, want, atol=1e-2, rtol=1e-2):
-    import torch
-    torch.testing.assert_close(got.float().cpu(), want.float().cpu(), atol=atol, rtol=rtol)
+    rounds.close_on_cpu(got, want, atol, rtol)
 
 
 @pytest.mark.gpu

@@ -11,6 +11,7 @@ import pytest
 
 import tilecute
 
+import rounds
 import unseen_programs8 as P
 
 WGMMA = {"wgmma": None, "mma.sync": {"disable_wgmma": True}}
@@ -67,9 +68,7 @@ ODD_REFUSED = [(96, 48), (160, 48), (224, 48), (160, 96), (224, 96)]
 ODD_GEMMS = [(48, 96), (80, 160), (112, 224)]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+_arch = rounds.use_arch("TILECUTE_ARCH")
 
 
 def _flash(cfg):
@@ -171,9 +170,7 @@ def _kernel(func, options=None):
     return tilecute.compile(func, options=options) if options else tilecute.compile(func)
 
 
-def _close(got, want, atol, rtol):
-    import torch
-    torch.testing.assert_close(got.float().cpu(), want.float().cpu(), atol=atol, rtol=rtol)
+_close = rounds.close_on_cpu
 
 
 def _seeded():

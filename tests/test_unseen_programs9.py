@@ -14,6 +14,7 @@ import pytest
 
 import tilecute
 
+import rounds
 import unseen_programs9 as P
 
 PROGRAMS = ["splitk_atomic_bf16", "dequant_int8_groupscale", "dequant_int4_packed",
@@ -33,24 +34,10 @@ SM80 = [n for n in PROGRAMS if n not in ("gemm_fp8_forms", "gemm_fp8_epilogue")]
 TRANSPOSES = [(False, False), (False, True), (True, False), (True, True)]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-def _src(func, arch="sm_90a"):
-    return tilecute.compile(func, target=arch).get_kernel_source()
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name, tmp_path):
-    info = tilecute.build_cubin(getattr(P, name)(), "sm_90a", out_dir=str(tmp_path))
-    assert info.kernel_names and (tmp_path / "kernel.cubin").stat().st_size > 0
-
-
-@pytest.mark.parametrize("name", SM80)
-def test_program_builds_an_sm80_cubin(name, tmp_path):
-    assert tilecute.build_cubin(getattr(P, name)(), "sm_80", out_dir=str(tmp_path)).kernel_names
+_arch = rounds.use_arch("TILECUTE_ARCH")
+_src = rounds.source
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(SM80, rounds.kernel_of(P), "sm_80")
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_89"])
@@ -148,23 +135,12 @@ def test_stepped_loops():
 
 # ---- on the GPU -------------------------------------------------------------------------------
 def _close(got, want, atol=1e-2, rtol=1e-2):
-    import torch
-    torch.testing.assert_close(got.float().cpu(), want.float().cpu(), atol=atol, rtol=rtol)
+    rounds.close_on_cpu(got, want, atol, rtol)
 
 
-def _rel(got, want, tol):
-    err = (got.float() - want.float()).abs().max().item()
-    assert err <= tol * max(want.float().abs().max().item(), 1e-6), err
-
-
-def _run(func, *args):
-    tilecute.compile(func)(*args)
-
-
-def _r(*shape, dtype=None, scale=1.0):
-    import torch
-    t = torch.randn(*shape, device="cuda") * scale
-    return t if dtype is None else t.to(dtype)
+_rel = rounds.max_error_within
+_run = rounds.run
+_r = rounds.randn
 
 
 def _gpu_gemms():

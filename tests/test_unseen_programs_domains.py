@@ -11,6 +11,7 @@ import pytest
 
 import tilecute
 
+import rounds
 import unseen_programs_domains as P
 
 PROGRAMS = ["chunk_cumsum_gates", "chunk_gla_fwd", "chunk_delta_h", "chunk_kkt_beta",
@@ -24,15 +25,8 @@ PROGRAMS = ["chunk_cumsum_gates", "chunk_gla_fwd", "chunk_delta_h", "chunk_kkt_b
             "radix_digit_counts"]
 
 
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-
-
-@pytest.mark.parametrize("name", PROGRAMS)
-def test_program_builds_a_cubin(name, tmp_path):
-    info = tilecute.build_cubin(getattr(P, name)(), "sm_90a", out_dir=str(tmp_path))
-    assert info.kernel_names and (tmp_path / "kernel.cubin").stat().st_size > 0
+_arch = rounds.use_arch("TILECUTE_ARCH")
+test_program_builds_a_cubin = rounds.builds_sm90a_cubins(PROGRAMS, rounds.kernel_of(P))
 
 
 def test_variants_build(tmp_path):
@@ -58,15 +52,11 @@ def test_two_kernel_programs():
 
 
 # ---- on the GPU ------------------------------------------------------------------------------
-def _randn(*shape, dtype=None, scale=1.0):
-    import torch
-    t = torch.randn(*shape, device="cuda") * scale
-    return t.to(dtype) if dtype is not None else t
+_randn = rounds.randn
 
 
 def _close(got, want, atol=1e-2, rtol=1e-2):
-    import torch
-    torch.testing.assert_close(got.float().cpu(), want.float().cpu(), atol=atol, rtol=rtol)
+    rounds.close_on_cpu(got, want, atol, rtol)
 
 
 def _rel(got, want, tol):
@@ -75,8 +65,7 @@ def _rel(got, want, tol):
     assert err <= tol * want.float().abs().max().item(), (err, want.float().abs().max().item())
 
 
-def _run(func, *args):
-    tilecute.compile(func)(*args)
+_run = rounds.run
 
 
 @pytest.mark.gpu

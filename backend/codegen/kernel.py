@@ -312,10 +312,11 @@ class KernelEmitter:
     def never_runs(self, s: N.Stmt) -> bool:
         """A store to a global tensor whose bounds check cannot pass here
         (:meth:`Bounds.never`) and whose indices and value call nothing with an effect:
-        it does nothing, and is not emitted."""
+        it does nothing, and is not emitted.  So is a staged fill (``s.feeds``) whose
+        reader's check cannot pass: nothing reads what it would write."""
         return bool(self.bounds.failed) and isinstance(s, N.Store) and plain_statements((s,)) and \
             (s.buffer, s.indices) not in self.nests.vector and \
-            self.bounds.never(self.bounds.predicate(s.buffer, s.indices))
+            self.bounds.never(self.bounds.predicate(*(s.feeds or (s.buffer, s.indices))))
 
     def let(self, s: N.Let, depth: int) -> None:
         self.out.line(depth, f"{ident(s.var.name)} = {self.exprs.expr(s.value)}")

@@ -706,7 +706,8 @@ class NestEmitter:
         lane-invariant checks (``failed``: one of them at least is false here) a guarded
         access that needs them all never runs: it is not emitted (a global store), or
         reads its out-of-bounds value (a load); where nothing else is left (Lets of
-        pure values), there is no ``else``.  What else the body does stays: a zero fill
+        pure values), there is no ``else``; nor is a staged fill whose reader's store
+        needs them all (``Store.feeds``).  What else the body does stays: a zero fill
         of a fragment or shared tile (TileLang's padding), a store under other guards."""
         k = self.k
         mark = k.out.mark()

@@ -790,10 +790,16 @@ class Let(Stmt):
 
 @dataclass(frozen=True)
 class Store(Stmt):
+    """``buffer[indices] = value``.  ``feeds`` (stage_global_loads' fill of a staged
+    fragment): the global store ``(buffer, indices)`` of the same iteration, the only
+    reader of this element, which reads it under its own bounds check; where that check
+    cannot pass, this store is not needed."""
+
     buffer: str
     indices: tuple[Expr, ...]
     value: Expr
     loc: Optional[Loc] = _loc()
+    feeds: Optional[tuple[str, tuple[Expr, ...]]] = None
 
 
 @dataclass(frozen=True)

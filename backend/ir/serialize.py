@@ -125,10 +125,11 @@ def _encode(x):
                     value is None or \
                     isinstance(x, nodes.SharedSlot) and f.name == "launch_offset" and \
                     value is None or \
-                    isinstance(x, nodes.Let) and f.name == "within" and value is None:
+                    isinstance(x, nodes.Let) and f.name == "within" and value is None or \
+                    isinstance(x, nodes.Store) and f.name == "feeds" and value is None:
                 # (TileLang's function attributes, T.wgmma_gemm's flag, an address, a loop
                 # layout, an unroll factor, loads issued last, a region's own barriers, a
-                # kernel's L2 hit ratios and a Let's bound, when set)
+                # kernel's L2 hit ratios, a Let's bound and a staged fill's reader, when set)
                 continue
             out[f.name] = _encode(value)
         return out

@@ -42,7 +42,7 @@ import math
 
 from ..ir import nodes as N
 from ..ir.visitor import BODY_FIELDS, StmtMutator, fold_constants, rebuild, substitute, walk_nodes, walk_stmts
-from .analysis import all_names, parallel_nest
+from .analysis import all_names, fresh_name, parallel_nest
 from .lower_tile_ops import reduce_update
 
 
@@ -111,12 +111,7 @@ class _Views(StmtMutator):
         raise AccumulatorViewError(f"{where}prim_func '{self.func.name}': {msg}")
 
     def fresh(self, name: str) -> str:
-        out, k = name, 0
-        while out in self.names:
-            k += 1
-            out = f"{name}{k}"
-        self.names.add(out)
-        return out
+        return fresh_name(self.names, name, sep="")
 
     def check_split(self, a: N.Allocate, base: N.Buffer) -> tuple:
         view = a.buffer

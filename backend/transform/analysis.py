@@ -6,6 +6,7 @@ statement list, parallel nests, names in use, and sizes of buffers."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from typing import Optional
 
@@ -355,6 +356,16 @@ def written_globals(func: N.PrimFunc, body) -> set[str]:
             v = getattr(x, field, None)
             out.update([v.buffer] if isinstance(v, N.Region) else [v] if isinstance(v, str) else [])
     return {b for b in out if func.buffer(b) is not None}
+
+
+def fresh_name(taken: set[str], stem: str, sep: str = "_", first: int = 1, bare: bool = True) -> str:
+    """The first of ``stem`` (unless ``bare`` is False), ``stem{sep}{first}``,
+    ``stem{sep}{first + 1}``... that is not in ``taken``; it is added to ``taken``. Passes
+    pass the spelling their names have always had (``x_1``, ``x1``, ``tc_bar0``)."""
+    numbered = (f"{stem}{sep}{n}" for n in itertools.count(first))
+    name = next(c for c in itertools.chain([stem] if bare else [], numbered) if c not in taken)
+    taken.add(name)
+    return name
 
 
 class LoopVars:

@@ -8,7 +8,7 @@ import dataclasses
 
 from ..ir import nodes as N
 from ..ir.visitor import substitute, walk_stmts
-from .analysis import accesses, all_names, batch_may_stay_in_flight, buffers_used
+from .analysis import accesses, all_names, batch_may_stay_in_flight, buffers_used, fresh_name
 from .tma_copies import is_pending_load
 
 
@@ -38,11 +38,7 @@ class KernelTma:
         raise error(f"{where}prim_func '{self.func.name}': {msg}")
 
     def fresh(self, stem: str) -> str:
-        n = 0
-        while f"{stem}{n}" in self.names:
-            n += 1
-        self.names.add(f"{stem}{n}")
-        return f"{stem}{n}"
+        return fresh_name(self.names, stem, sep="", first=0, bare=False)
 
     def barrier(self, count: int, stages: int, loc) -> str:
         """A new array of ``stages`` mbarriers, each expecting ``count`` arrivals."""

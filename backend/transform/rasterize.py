@@ -17,7 +17,7 @@ import dataclasses
 from ..ir import nodes as N
 from ..ir.rasterization import panel_order
 from ..ir.visitor import substitute, walk_nodes, walk_stmts
-from .analysis import all_names, mentions
+from .analysis import all_names, fresh_name, mentions
 
 PANEL = 16  # rows per panel (the measured best for 128x256 tiles on an H100)
 
@@ -52,18 +52,11 @@ def _kernel(func: N.PrimFunc, scope: N.KernelScope, names: set[str]) -> N.Kernel
     if all(isinstance(g, N.Const) for g in scope.grid[:2]) and scope.grid[1].value <= PANEL:
         return scope  # one panel: nothing to gain
 
-    def fresh(stem, dtype):
-        n = 0
-        while f"{stem}{n or ''}" in names:
-            n += 1
-        names.add(f"{stem}{n or ''}")
-        return N.Var(f"{stem}{n or ''}", dtype)
-
     x, y = scope.block_vars[:2]
     lets = []
 
     def let(stem, value, within=None):
-        var = fresh(stem, value.dtype)
+        var = N.Var(fresh_name(names, stem, sep=""), value.dtype)
         lets.append(N.Let(var, value, loc=scope.loc, within=within))
         return var
     new_x, new_y = panel_order(x, y, scope.grid[0], scope.grid[1], PANEL, let,

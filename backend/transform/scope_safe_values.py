@@ -21,7 +21,8 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import BODY_FIELDS, walk_nodes, walk_stmts
+from ..ir.visitor import BODY_FIELDS, walk_stmts
+from .analysis import all_names, fresh_name
 
 # statement and region fields that name a buffer
 _BUFFER_FIELDS = ("buffer", "a", "b", "c", "src", "dst", "img", "col")
@@ -30,7 +31,7 @@ _BUFFER_FIELDS = ("buffer", "a", "b", "c", "src", "dst", "img", "col")
 def scope_safe_values(func: N.PrimFunc) -> N.PrimFunc:
     if not any(isinstance(s, N.SafeValueScope) for k in func.kernels for s in walk_stmts(k.body)):
         return func
-    taken = {x.name for x in walk_nodes(func) if isinstance(x, (N.Buffer, N.Var))}
+    taken = all_names(func)
     kernels = tuple(_Scoper(func, k, taken).run() for k in func.kernels)
     return dataclasses.replace(func, kernels=kernels)
 
@@ -46,13 +47,6 @@ class _Scoper:
         body = self.block(self.kernel.body, {}, {})
         return dataclasses.replace(self.kernel, body=body, safe_values=tuple(self.safe))
 
-    def fresh(self, name: str) -> str:
-        out, n = name, 1
-        while out in self.taken:
-            out, n = f"{name}_{n}", n + 1
-        self.taken.add(out)
-        return out
-
     def block(self, body: tuple, renamed: dict, values: dict) -> tuple:
         """``renamed``: buffer -> the view that stands for it here; ``values``: tensor ->
         the safe value of the innermost scope that gives it one."""
@@ -65,7 +59,7 @@ class _Scoper:
                     inner_values[tensor] = value
                     for x in [tensor] + [v for v, r in self.view_root.items() if r == tensor]:
                         buf = self.buffers[x]
-                        view = N.Buffer(self.fresh(f"{x}_{tag}"), buf.dtype, buf.shape, "global")
+                        view = N.Buffer(fresh_name(self.taken, f"{x}_{tag}"), buf.dtype, buf.shape, "global")
                         out.append(N.Allocate(view, loc=s.loc, view_of=tensor))
                         self.buffers[view.name] = view
                         self.safe.append((view.name, value))

@@ -28,6 +28,10 @@ inside an ``if``, a ``T.ws`` or warp-group region, or another nest; not a nest w
 is the whole nest, and a fragment walked by such a loop must be replicated, which the staged
 one is not). Option ``disable_load_staging`` keeps nests as written.
 
+The fill names the store that reads it back (``Store.feeds``): where that store's bounds
+check cannot pass (a row tail), nothing reads the element and the code generator leaves the
+fill out.
+
 Imports the IR only.
 """
 
@@ -38,7 +42,8 @@ import math
 
 from ..ir import nodes as N
 from ..ir.visitor import StmtMutator, walk_stmts
-from .analysis import all_names, loads, parallel_nest, plain_statements, view_bases, view_family
+from .analysis import (all_names, fresh_name, loads, parallel_nest, plain_statements, view_bases,
+                       view_family)
 
 MAX_STAGED_BYTES = 128  # per thread: 32 registers
 MIN_STAGED_BYTES = 17  # one 16-byte vector a thread needs no staging
@@ -111,25 +116,18 @@ class _Stage(StmtMutator):
         if elements < 2 or per_thread > MAX_STAGED_BYTES or \
                 (per_thread < MIN_STAGED_BYTES and not gather):
             return None
-        name = self.fresh(f"{store.buffer}_staged")
+        name = fresh_name(self.names, f"{store.buffer}_staged")
         shape = tuple(lp.extent for lp in loops)
         frag = N.Buffer(name, dst.dtype, shape, "fragment")
         self.allocs.append(N.Allocate(frag, loc=s.loc))
         at = tuple(lp.var if lp.start.value == 0 else
                    N.BinOp("sub", lp.var, lp.start, lp.var.dtype) for lp in loops)
-        fill = N.Store(name, at, store.value, loc=store.loc)
+        fill = N.Store(name, at, store.value, loc=store.loc, feeds=(store.buffer, store.indices))
         drain = dataclasses.replace(store, value=N.Load(name, at, dst.dtype))
         if guard is not None:
             fill = N.If(guard, (fill,), loc=store.loc)
             drain = N.If(guard, (drain,), loc=store.loc)
         return [_rebuild(loops, fill), _rebuild(loops, drain)]
-
-    def fresh(self, base: str) -> str:
-        name, n = base, 1
-        while name in self.names:
-            name, n = f"{base}_{n}", n + 1
-        self.names.add(name)
-        return name
 
 
 def _rebuild(loops: list, inner: N.Stmt) -> N.For:

@@ -50,8 +50,8 @@ from ..ir.visitor import (StmtMutator, fold_constants, linear_form, substitute, 
                           walk_nodes, walk_stmts)
 from ..runtime.dtypes import DTYPES
 from ..target import arch_at_least
-from .analysis import (accesses, aliased, all_names, guarded_body, matrix_of, matrix_slice, mentions,  # noqa: F401
-                       nested_pipelined, parallel_nest, row_slice, tma_allowed, tma_box,
+from .analysis import (accesses, aliased, all_names, fresh_name, guarded_body, matrix_of, matrix_slice,  # noqa: F401
+                       mentions, nested_pipelined, parallel_nest, row_slice, tma_allowed, tma_box,
                        tma_swizzle, view_bases, view_layout, whole, without_body, written_globals)
 
 
@@ -333,12 +333,7 @@ class _Kernel(StmtMutator):
     def fresh(self, stem: str) -> str:
         if self.names is None:
             self.names = all_names(self.func)
-        name, n = stem, 1
-        while name in self.names:
-            n += 1
-            name = f"{stem}_{n}"
-        self.names.add(name)
-        return name
+        return fresh_name(self.names, stem, first=2)
 
     def step_guard(self, loop: N.For, cond: N.Expr, prefix: tuple) -> N.Expr | None:
         """The guard of a guarded pipelined body (:func:`guarded_body`) as its step alone
