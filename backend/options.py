@@ -71,6 +71,11 @@ OPTIONS = {
                             "default, where a thread has 17 to 128 bytes of results, it "
                             "loads them all into registers first, then stores them: what "
                             "TileLang's __restrict__ parameters let nvcc do)",
+    "disable_repeated_load_reuse": "a T.copy that loads into a fragment the tile it "
+                                   "already holds loads it again (by default it is "
+                                   "dropped where nothing between the two copies "
+                                   "writes the fragment or any tensor, as nvcc drops "
+                                   "it for TileLang's const __restrict__ tensors)",
     "disable_shared_memory_reuse": "every shared buffer of a kernel gets bytes of its own (by "
                                    "default buffers in use at different times share bytes); "
                                    "TileLang's tl.disable_shared_memory_reuse",

@@ -715,6 +715,7 @@ def test_every_pass_has_a_test():
                                        "programmatic_launch", "scope_safe_values",
                                        "stage_global_loads",  # (tests/test_stage_loads.py)
                                        "fragment_loop_bounds",  # (tests/test_fragment_loop_bounds.py)
+                                       "reuse_repeated_loads",  # (tests/test_repeated_loads.py)
                                        "check_hangs"}  # (tests/test_hang_hazards.py)
     assert tested == set(NAMES)
 

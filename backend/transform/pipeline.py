@@ -16,7 +16,7 @@ from . import (accumulator_views, async_pipeline, defer_row_sums, early_async_co
                fragment_loop_bounds, fragment_thread_regions, hang_check,
                hoist_parallel_locals, index_width, stage_loads,
                insert_barriers, layout_inference, lower_tile_ops,
-               overlap_mma, rasterize, scope_safe_values, select_mma, shared_epilogue, shared_memory,
+               overlap_mma, rasterize, repeated_loads, scope_safe_values, select_mma, shared_epilogue, shared_memory,
                software_pipeline, tma_copies, tma_descriptors, tma_multicast, vectorize,
                version_pipelines, warp_specialize)
 from .launch_abi import KernelPlan, build_abi
@@ -43,6 +43,7 @@ PASSES = (
          lambda f, arch, o: accumulator_views.split_accumulator_views(f)),
     Pass("fast_math", lambda f, arch, o: fast_math.fast_math(f, o)),
     Pass("programmatic_launch", lambda f, arch, o: fast_math.programmatic_launch(f, arch, o)),
+    Pass("reuse_repeated_loads", lambda f, arch, o: repeated_loads.reuse_repeated_loads(f, o)),
     Pass("rasterize", lambda f, arch, o: rasterize.rasterize(f, o)),
     Pass("stage_epilogue", lambda f, arch, o: shared_epilogue.stage_epilogue(f, arch, o)),
     Pass("lower_copies_to_tma", lambda f, arch, o: tma_copies.lower_copies_to_tma(
