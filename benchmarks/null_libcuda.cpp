@@ -45,6 +45,11 @@ CUresult GetFunction(CUfunction* function, CUmodule, const char*) {
   return CUDA_SUCCESS;
 }
 CUresult SetAttribute(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
+CUresult DeviceAttribute(int* value, CUdevice_attribute attribute, CUdevice) {
+  // an H100's: its SMs, and the shared memory a block may opt in to
+  *value = attribute == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT ? 132 : 232448;
+  return CUDA_SUCCESS;
+}
 CUresult Launch(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                 void** params, void**) {
   g_sink += params != nullptr ? reinterpret_cast<uintptr_t>(params[0]) : 0;
@@ -83,6 +88,7 @@ extern "C" __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(
       {"cuModuleUnload", reinterpret_cast<void*>(&Unload)},
       {"cuModuleGetFunction", reinterpret_cast<void*>(&GetFunction)},
       {"cuFuncSetAttribute", reinterpret_cast<void*>(&SetAttribute)},
+      {"cuDeviceGetAttribute", reinterpret_cast<void*>(&DeviceAttribute)},
       {"cuLaunchKernel", reinterpret_cast<void*>(&Launch)},
       {"cuLaunchKernelEx", reinterpret_cast<void*>(&LaunchEx)},
       {"cuTensorMapEncodeTiled", reinterpret_cast<void*>(&EncodeTiled)},
