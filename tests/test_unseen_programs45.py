@@ -19,7 +19,6 @@ refused (a collective statement after a return); a condition every thread of the
 evaluates alike now leaves with the whole block (tests/test_thread_return_block_uniform.py).
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs45.py``)."""
 
-import inspect
 import re
 
 import pytest
@@ -27,20 +26,22 @@ import torch
 
 import tilecute
 from tilecute.codegen.source import CodegenError
+import rounds
 import unseen_programs45 as P
 
 f16, bf16, i32 = torch.float16, torch.bfloat16, torch.int32
 
-NAMES = sorted(n for n in dir(P) if not n.startswith("_") and hasattr(getattr(P, n), "compile")
-               and not inspect.ismodule(getattr(P, n)))
+NAMES = ["ep_dispatch_layout", "ep_recv_offsets", "ep_send_index", "fused_expert_mlp",
+         "fused_moe_gemm", "fused_moe_padding_exit", "fused_moe_swap_ab",
+         "gated_shared_expert_combine", "moe_align_block_size", "moe_align_then_permute_pdl",
+         "moe_combine_atomic_x2", "moe_combine_scatter_atomic", "moe_decode_gemv",
+         "moe_down_fp8_blockscale", "moe_sum_reduce", "persistent_grouped_gemm",
+         "router_group_max_fragments", "router_grouped_topk_sigmoid", "router_topk_then_softmax",
+         "router_warp_softmax_topk", "shared_expert_down_plus_routed", "silu_mul_fp8_group_quant"]
 # no sm_80 cubin: float8 casts and fp8 GEMMs (sm_89+)
 SM90_ONLY = {"silu_mul_fp8_group_quant", "moe_down_fp8_blockscale"}
 
-
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
-    monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
+_arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
 
 
 def _body(name):
@@ -49,18 +50,10 @@ def _body(name):
     return "\n".join(part.split("\n@cute.jit", 1)[0] for part in src.split("\n@cute.kernel\n")[1:])
 
 
-def test_every_program_is_listed():
-    assert len(NAMES) == 22 and SM90_ONLY <= set(NAMES)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_program_builds_a_cubin(name):
-    assert getattr(P, name)().ensure_cubin()
-
-
-@pytest.mark.parametrize("name", sorted(set(NAMES) - SM90_ONLY))
-def test_program_builds_an_sm80_cubin(name, tmp_path):
-    assert tilecute.build_cubin(getattr(P, name).get_tir(), "sm_80", out_dir=str(tmp_path)).kernel_names
+test_every_program_is_listed = rounds.every_public_program_is_listed(P, NAMES)
+test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, lambda n: getattr(P, n)())
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(
+    sorted(set(NAMES) - SM90_ONLY), rounds.tir_of(P), "sm_80")
 
 
 def test_fp8_quant_is_refused_on_sm80(tmp_path):
