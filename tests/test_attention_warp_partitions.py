@@ -169,6 +169,56 @@ def test_unrelated_gemms_keep_their_own_partitions():
     assert layouts["c"].warps == (2, 2) and layouts["d"].warps == (4, 1)
 
 
+def _state_plus_intra(policy_a=None, policy_b=None):
+    """Chunked linear attention's output: O = Q @ S (A from shared memory) + tril(Q K^T) @ V
+    (the masked scores from registers) into one accumulator ``o``."""
+    pa = getattr(T.GemmWarpPolicy, policy_a or "Square")
+    pb = getattr(T.GemmWarpPolicy, policy_b or "Square")
+
+    @T.prim_func
+    def main(Q: T.Tensor((64, 64), T.float16), K: T.Tensor((64, 64), T.float16),
+             V: T.Tensor((64, 64), T.float16), S: T.Tensor((64, 64), T.float16),
+             O: T.Tensor((64, 64), T.float32)):
+        with T.Kernel(1, threads=128):
+            q_s = T.alloc_shared((64, 64), T.float16)
+            k_s = T.alloc_shared((64, 64), T.float16)
+            v_s = T.alloc_shared((64, 64), T.float16)
+            s_s = T.alloc_shared((64, 64), T.float16)
+            sc = T.alloc_fragment((64, 64), T.float32)
+            p = T.alloc_fragment((64, 64), T.float16)
+            o = T.alloc_fragment((64, 64), T.float32)
+            T.copy(Q, q_s)
+            T.copy(K, k_s)
+            T.copy(V, v_s)
+            T.copy(S, s_s)
+            T.gemm(q_s, s_s, o, clear_accum=True, policy=pa)
+            T.gemm(q_s, k_s, sc, transpose_B=True, clear_accum=True)
+            for i, j in T.Parallel(64, 64):
+                p[i, j] = T.if_then_else(i >= j, sc[i, j], 0.0)
+            T.gemm(p, v_s, o, policy=pb)
+            T.copy(o, O)
+    return main
+
+
+def test_one_accumulator_of_a_shared_a_and_a_register_a_gemm(tmp_path):
+    """O = Q @ S then O += P @ V with P in registers, default policy: both T.gemms into ``o``
+    take every warp along M (was refused on sm_80: "'o' needs layout ... warps=(4, 1) here
+    but has ... warps=(2, 2)"), and so do the scores P is made from."""
+    gemms, layouts = _plan(_state_plus_intra())
+    assert gemms["o"].a == "p" and gemms["o"].family == "mma"
+    for name in ("sc", "p", "o"):
+        assert layouts[name].warps == (4, 1), name
+    assert tilecute.build_cubin(_state_plus_intra(), "sm_80", out_dir=str(tmp_path)).kernel_names
+
+
+def test_one_accumulator_of_two_policies_is_still_refused():
+    """Two T.gemms of different explicit policies into one accumulator: refused as before
+    (TileLang's layouts conflict too)."""
+    with pytest.raises(Exception, match=r"T\.gemm\(p, v_s, o\): 'o' needs layout .*warps=\(4, 1\).* "
+                                        r"but has .*warps=\(1, 4\)"):
+        _plan(_state_plus_intra("FullCol", "FullRow"))
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("bm,bn,dim,threads", SHAPES)

@@ -155,8 +155,14 @@ def mma_warps(m: int, n: int, warps: int, policy: str = "Square",
 
 class _Kernel:
     def __init__(self, func: N.PrimFunc, scope: N.KernelScope, arch: str, wgmma: bool = True,
-                 forced: dict | None = None, moved: frozenset = frozenset()):
+                 forced: dict | None = None, moved: frozenset = frozenset(),
+                 first_pass: bool = False):
         self.func, self.scope, self.arch = func, scope, arch
+        # the first planning (select_mma): two mma.sync partitions of one accumulator are
+        # left to shared_partitions to reconcile (``deferred``) rather than refused there
+        self.first_pass = first_pass
+        self.deferred = False
+        self.policy_of: dict[str, str] = {}  # buffer -> the policy of the T.gemm that laid it out
         self.wgmma = wgmma
         # id(T.gemm) -> the (warps_m, warps_n) it must take on mma.sync (shared_partitions)
         self.forced: dict[int, tuple[int, int]] = forced or {}
@@ -235,6 +241,16 @@ class _Kernel:
 
     def set_layout(self, s: N.Gemm, name: str, layout: N.Layout) -> None:
         have = self.layouts.get(name) or self.allocs[name].layout
+        if self.first_pass and name in self.layouts and have.kind == layout.kind == "mma" and \
+                have.mma == layout.mma == "mma" and self.policy_of[name] == s.policy and \
+                dataclasses.replace(have, warps=layout.warps) == layout:
+            # one accumulator of T.gemms of one policy planned with different warp
+            # partitions (C @ state on the policy's, P @ V with A from registers on every
+            # warp along M; TileLang takes the policy's for both and copies A to the warps
+            # along N): shared_partitions gives them one, the second planning checks it
+            self.deferred = True
+            return
+        self.policy_of[name] = s.policy
         if have is not None and have != layout:
             self.fail(s, f"'{name}' needs layout {layout} here but has {have} (from the program "
                          "or another T.gemm)")
@@ -473,7 +489,8 @@ class _Kernel:
 
     def shared_partitions(self) -> tuple[dict[int, tuple[int, int]], frozenset]:
         """One warp partition for the mma.sync T.gemms whose register layouts meet: an
-        accumulator that is copied into another T.gemm's A fragment, or whose row
+        accumulator two T.gemms accumulate into (C @ state + P @ x, P from registers), one
+        that is copied into another T.gemm's A fragment, or whose row
         statistics (``m[i]`` beside ``acc[i, j]``) another accumulator's rows use too
         (attention: S = Q K^T gives the row max and sum that rescale O = P V).  Planned
         alone, each takes its own policy's partition, and a register A fragment puts every
@@ -820,8 +837,9 @@ def select_mma(func: N.PrimFunc, arch: str, wgmma: bool = True) -> N.PrimFunc:
     (:meth:`_Kernel.shared_partitions`) is planned again with it."""
     kernels = []
     for k in func.kernels:
-        first = _Kernel(func, k, arch, wgmma)
+        first = _Kernel(func, k, arch, wgmma, first_pass=True)
         scope = first.run()
         forced, moved = first.shared_partitions()
-        kernels.append(_Kernel(func, k, arch, wgmma, forced, moved).run() if forced else scope)
+        again = forced or first.deferred  # (a conflict left unreconciled is refused there)
+        kernels.append(_Kernel(func, k, arch, wgmma, forced, moved).run() if again else scope)
     return dataclasses.replace(func, kernels=tuple(kernels))
