@@ -23,6 +23,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import tilecute
 import rounds
 import unseen_programs47 as P
 
@@ -181,8 +182,23 @@ def test_ssd_state_passing_carry_on_gpu():
     rounds.close(final, st, 1e-4)
 
 
+MMA_OUT = {"ssd_chunk_output_regs_a": [7], "gla_chunk_output_log_gates": [5],
+           "linear_attn_running_state": [3, 4]}
+
+
+def _kernel(name, mma):
+    """The program as written (wgmma on sm_90a), or with warp mma.sync (option
+    disable_wgmma: the sm_80 code path, whose one warp partition for the two GEMMs into one
+    accumulator select_mma plans)."""
+    if mma == "wgmma":
+        return getattr(P, name)()
+    return tilecute.compile(getattr(P, name).get_tir(), out_idx=MMA_OUT[name],
+                            options={"disable_wgmma": True})
+
+
 @pytest.mark.gpu
-def test_ssd_chunk_output_regs_a_on_gpu():
+@pytest.mark.parametrize("mma", ["wgmma", "mma.sync"])
+def test_ssd_chunk_output_regs_a_on_gpu(mma):
     torch.manual_seed(2)
     B, NC, C, H, G, Pd, N = 1, 3, 64, 4, 1, 64, 64
     S = NC * C
@@ -193,7 +209,7 @@ def test_ssd_chunk_output_regs_a_on_gpu():
     cs = _chunks((dt * -0.5).transpose(1, 2), C).cumsum(2).reshape(B, S, H).transpose(1, 2).contiguous()
     prev = (torch.randn(B, NC, H, Pd, N, device="cuda") * 0.3).to(f16)
     Dp = torch.randn(H, device="cuda")
-    y = P.ssd_chunk_output_regs_a()(x, Cm, Bm, dt, cs, prev, Dp)
+    y = _kernel("ssd_chunk_output_regs_a", mma)(x, Cm, Bm, dt, cs, prev, Dp)
     cc, bc, xc = (_chunks(t.float(), C) for t in (Cm, Bm, x))  # (B, NC, C, ...)
     csc, dtc = _chunks(cs.transpose(1, 2), C), _chunks(dt.transpose(1, 2), C)  # (B, NC, C, H)
     inter = torch.einsum("bcln,bchpn->bclhp", cc[:, :, :, 0], prev.float()) * torch.exp(csc)[..., None]
@@ -221,14 +237,15 @@ def test_retnet_gamma_mask_normalised_on_gpu():
 
 
 @pytest.mark.gpu
-def test_gla_chunk_output_log_gates_on_gpu():
+@pytest.mark.parametrize("mma", ["wgmma", "mma.sync"])
+def test_gla_chunk_output_log_gates_on_gpu(mma):
     torch.manual_seed(4)
     B, NC, C, H, DK, DV = 1, 2, 64, 2, 64, 64
     S = NC * C
     q, k, v = (torch.randn(B, S, H, d, device="cuda", dtype=f16) for d in (DK, DK, DV))
     g = F.logsigmoid(torch.randn(B, S, H, DK, device="cuda")) / 16
     h0 = (torch.randn(B, NC, H, DK, DV, device="cuda") * 0.1).to(f16)
-    o = P.gla_chunk_output_log_gates()(q, k, v, g, h0)
+    o = _kernel("gla_chunk_output_log_gates", mma)(q, k, v, g, h0)
     scale = DK ** -0.5
     gc = _chunks(g, C).cumsum(2)  # (B, NC, C, H, DK)
     qc, kc, vc = (_chunks(t.float(), C) for t in (q, k, v))
@@ -241,13 +258,14 @@ def test_gla_chunk_output_log_gates_on_gpu():
 
 
 @pytest.mark.gpu
-def test_linear_attn_running_state_on_gpu():
+@pytest.mark.parametrize("mma", ["wgmma", "mma.sync"])
+def test_linear_attn_running_state_on_gpu(mma):
     torch.manual_seed(5)
     B, S, H, HK, D = 1, 256, 2, 1, 64
     q = (torch.randn(B, S, H, D, device="cuda") * 0.1).to(f16)
     k = (torch.randn(B, S, HK, D, device="cuda") * 0.1).to(f16)
     v = (torch.randn(B, S, HK, D, device="cuda") * 0.1).to(f16)
-    o, final = P.linear_attn_running_state()(q, k, v)
+    o, final = _kernel("linear_attn_running_state", mma)(q, k, v)
     kh, vh = (t.float().repeat_interleave(H // HK, dim=2) for t in (k, v))
     sc = torch.einsum("bihd,bjhd->bhij", q.float(), kh) * torch.tril(torch.ones(S, S, device="cuda"))
     ref = torch.einsum("bhij,bjhv->bihv", sc, vh)
