@@ -5,7 +5,10 @@ forward / backward with a Philox-2x32 hash on uint32 (the mask recomputed in the
 fused Adam step (AMSGrad, AMP unscale, bias corrections as float32 arguments) over a
 T.dynamic-length buffer, dW = X^T dY (T.gemm transpose_A, split-K over tokens, a tile
 T.atomic_add), cross-entropy backward from a saved LSE (label smoothing, ignore_index) and
-weight-norm backward.
+weight-norm backward; dropout by T.rng_init / T.rng_rand with the mask packed 32 bits to a
+uint32 word and its backward from the packed mask; LayerNorm backward with dgamma / dbeta added
+by atomics of the block's column sums; and a global gradient norm in one launch, the last block
+to bump a counter (T.atomic_add return_prev, acq_rel) reducing every block's partial.
 
 CPU: each builds to an sm_90a and an sm_80 cubin, and what decides its result is read in the
 generated source.  All built and read right as first written but weight_norm_bwd with rows
@@ -26,8 +29,9 @@ import unseen_programs46 as P
 
 f16, bf16 = torch.float16, torch.bfloat16
 
-NAMES = ["adam_amsgrad_unscale", "ce_bwd_saved_lse", "dropout_philox_bwd", "dropout_philox_fwd",
-         "gelu_erf_bwd_bias_grad", "gemm_dw_transpose_a_splitk", "rmsnorm_bwd_dx_partials",
+NAMES = ["adam_amsgrad_unscale", "ce_bwd_saved_lse", "dropout_curand_packed_mask", "dropout_packed_mask_bwd",
+         "dropout_philox_bwd", "dropout_philox_fwd", "gelu_erf_bwd_bias_grad", "gemm_dw_transpose_a_splitk",
+         "grad_norm_last_block", "layernorm_bwd_atomic_dgamma_dbeta", "rmsnorm_bwd_dx_partials",
          "rmsnorm_dgamma_reduce", "weight_norm_bwd"]
 
 _arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
@@ -133,6 +137,43 @@ def test_weight_norm_bwd_reduces_two_row_sums():
     assert "DG[bx * 4 + i_2_] = tcr.pick(dot, i_2_, 4) * cute.math.rsqrt(tcr.pick(ss, i_2_, 4))" in src
     assert ("Gt[bx * 4 + i_3_] * cute.math.rsqrt(tcr.pick(ss, i_3_, 4)) * (dw[tc_k18] - tcr.pick(dot, i_3_, 4) "
             "* v[tc_k18] / tcr.pick(ss, i_3_, 4))") in src
+
+
+def test_curand_dropout_packs_one_bit_per_draw():
+    src = _body("dropout_curand_packed_mask")
+    assert "tcrng.init(tc_rng, seed, cutlass.Int64(w), offset)" in src
+    assert "keep = tcrng.rand(tc_rng) >= cutlass.Uint32(429496729)" in src   # p * 2^32, truncated
+    assert "bits[0] = bits[0] | cutlass.Uint32(keep) << cutlass.Uint32(b)" in src
+    # the word is stored once, after its 32 draws; the tail word's missing elements draw nothing
+    assert re.search(r"if e < 64000:\s+keep = ", src) and re.search(r"\n        Mask\[w\] = bits\[0\]", src)
+
+
+def test_packed_mask_bwd_reads_the_bit():
+    src = _body("dropout_packed_mask_bwd")
+    assert "bit = cutlass.Uint32(Mask[e // 32]) >> cutlass.Uint32(e - e // 32 * 32) & cutlass.Uint32(1)" in src
+
+
+def test_layernorm_bwd_adds_column_sums_by_atomics():
+    src = _body("layernorm_bwd_atomic_dgamma_dbeta")
+    assert re.search(r"dg\[(\w+)\] = dg\[\1\] \+ t\[\w+ \* 2 \+ \1\]", src)
+    assert re.search(r"db\[(\w+)\] = db\[\1\] \+ dy\[\w+ \* 2 \+ \1\]", src)
+    assert re.search(r"tca\.atomic_add\(DGamma, \(\w+,\), dg\[\w+\]\)", src)
+    assert re.search(r"tca\.atomic_add\(DBeta, \(\w+,\), db\[\w+\]\)", src)
+    # the column sums need every row of the tile: the atomics come after both dim-0 sums, and
+    # the rows past M were zeroed (xhat by the mask, dy by the guarded load)
+    assert src.index("atomic_add(DGamma") > src.index("db[")
+    assert re.search(r"cutlass\.select_\(ok, \(xh\[\w+\] - \w+\) \* \w+, cutlass\.Float32\(0\.0\)\)", src)
+
+
+def test_last_block_reduces_the_partials():
+    src = _body("grad_norm_last_block")
+    assert re.search(r"if tx == 0:\s+Part\[bx\] = s\[0\]\s+last\[0\] = tca\.atomic_fetch\(Counter, \(0,\), 1, \"add\", "
+                     r"order=\"acq_rel\"\)\s+cute\.arch\.sync_threads\(\)\s+if last\[0\] == 31:", src)
+    tail = src.split("if last[0] == 31:", 1)[1]
+    # inside the block-uniform branch: every partial read, reduced by the whole block
+    assert "Part.iterator" in tail and "tcr.grouped_rows(" in tail
+    assert "Out[1] = cute.arch.fmin(cutlass.Float32(1.0), cutlass.Float32(1.0) / (norm + cutlass.Float32(1e-06)))" in tail
+    assert "Counter[0] = 0" in tail
 
 
 def test_weight_norm_rows_of_300_are_refused_naming_the_reduce(tmp_path):
@@ -261,3 +302,60 @@ def test_weight_norm_bwd_on_gpu():
     dg, dv = P.weight_norm_bwd()(dw, v.detach(), g.detach())
     rounds.close(dg, g.grad, 1e-4)
     rounds.close(dv, v.grad, 1e-4)
+
+
+@pytest.mark.gpu
+def test_dropout_curand_packed_mask_on_gpu():
+    from test_rng import draws
+
+    torch.manual_seed(7)
+    M, N, p, seed, offset = 64, 1000, 0.1, 20261130, 12
+    total, words = M * N, -(-M * N // 32)
+    x = torch.randn(total, device="cuda", dtype=bf16)
+    y, mask = P.dropout_curand_packed_mask()(x, seed, offset)
+    thresh = int(p * 4294967296.0)
+    keep = torch.tensor([[d >= thresh for d in draws(seed, w, offset, 32)] for w in range(words)]).view(-1)[:total]
+    ref_mask = torch.zeros(words * 32, dtype=torch.int64)
+    ref_mask[:total] = keep.long()
+    ref_words = (ref_mask.view(words, 32) << torch.arange(32)).sum(1)
+    rounds.equal_on_cpu(mask.view(torch.int32).long() & 0xFFFFFFFF, ref_words)
+    keep = keep.cuda()
+    rounds.equal_on_cpu(y, torch.where(keep, (x.float() * (1 / (1 - p))).to(bf16), torch.zeros_like(x)))
+    dy = torch.randn(total, device="cuda", dtype=bf16)
+    dx = P.dropout_packed_mask_bwd()(dy, mask)
+    rounds.equal_on_cpu(dx, torch.where(keep, (dy.float() * (1 / (1 - p))).to(bf16), torch.zeros_like(dy)))
+
+
+@pytest.mark.gpu
+def test_layernorm_bwd_atomic_dgamma_dbeta_on_gpu():
+    torch.manual_seed(8)
+    M, N, eps = 200, 256, 1e-5
+    x = torch.randn(M, N, device="cuda", dtype=f16)
+    dy = torch.randn(M, N, device="cuda", dtype=f16)
+    gamma = torch.randn(N, device="cuda")
+    xf = x.float().requires_grad_()
+    g = gamma.clone().requires_grad_()
+    b = torch.zeros(N, device="cuda", requires_grad=True)
+    torch.nn.functional.layer_norm(xf, (N,), g, b, eps).backward(dy.float())
+    mean = x.float().mean(-1)
+    rstd = torch.rsqrt(x.float().var(-1, unbiased=False) + eps)
+    dgam, dbet = torch.zeros(N, device="cuda"), torch.zeros(N, device="cuda")
+    dx = P.layernorm_bwd_atomic_dgamma_dbeta()(x, dy, gamma, mean, rstd, dgam, dbet)
+    rounds.close(dx, xf.grad, 1e-2)
+    rounds.close(dgam, g.grad, 1e-3)
+    rounds.close(dbet, b.grad, 1e-3)
+
+
+@pytest.mark.gpu
+def test_grad_norm_last_block_on_gpu():
+    torch.manual_seed(9)
+    g = torch.randn(8000, device="cuda") * 0.05
+    counter = torch.zeros(1, device="cuda", dtype=torch.int32)
+    kernel = P.grad_norm_last_block()
+    for _ in range(2):  # the counter is reset for the next launch
+        part, out = kernel(g, counter)
+        norm = g.norm()
+        rounds.close(out[0], norm, 1e-5)
+        rounds.close(out[1], torch.clamp(1.0 / (norm + 1e-6), max=1.0), 1e-5)
+        assert counter.item() == 0
+        g = g * 10

@@ -293,3 +293,143 @@ def weight_norm_bwd(O=96, I=384, block_O=4, threads=128):
             T.copy(dw, DV[bx * block_O, 0])
 
     return main
+
+
+# ---- dropout by curand draws, the mask packed 32 to a uint32 word ---------------------------
+@tilelang.jit(out_idx=[3, 4])
+def dropout_curand_packed_mask(M=64, N=1000, p=0.1, threads=128):
+    """Each thread owns 32 consecutive elements of the flat tensor (one mask word): its
+    Philox4x32-10 state from T.rng_init(seed, seq=the word's index, off=offset), one
+    T.rng_rand() per element kept when the draw is >= p * 2^32; the kept bits are or-ed into the
+    word (bit b for element 32 w + b).  N = 1000 is not a multiple of 32: the last word covers
+    the tail only."""
+    total = M * N
+    words = T.ceildiv(total, 32)
+    thresh = int(p * 4294967296.0)
+    scale = 1.0 / (1.0 - p)
+
+    @T.prim_func
+    def main(X: T.Tensor((total,), T.bfloat16), seed: T.int64, offset: T.int64,
+             Y: T.Tensor((total,), T.bfloat16), Mask: T.Tensor((words,), T.uint32)):
+        with T.Kernel(T.ceildiv(words, threads), threads=threads) as bx:
+            tx = T.get_thread_binding()
+            w = bx * threads + tx
+            bits = T.alloc_var(T.uint32)
+            bits = T.uint32(0)
+            T.rng_init(seed, T.Cast(T.int64, w), offset)
+            if w < words:
+                for b in T.serial(32):
+                    e = w * 32 + b
+                    if e < total:
+                        keep = T.rng_rand() >= T.uint32(thresh)
+                        bits = bits | (T.Cast(T.uint32, keep) << T.Cast(T.uint32, b))
+                        Y[e] = T.if_then_else(keep, T.Cast(T.bfloat16, T.Cast(T.float32, X[e]) * scale),
+                                              T.bfloat16(0))
+                Mask[w] = bits
+
+    return main
+
+
+@tilelang.jit(out_idx=[2])
+def dropout_packed_mask_bwd(M=64, N=1000, p=0.1, block=256, threads=256):
+    """dx = dy * bit / (1 - p), the bit of element e read from word e // 32 of the packed mask."""
+    total = M * N
+    words = T.ceildiv(total, 32)
+    scale = 1.0 / (1.0 - p)
+
+    @T.prim_func
+    def main(DY: T.Tensor((total,), T.bfloat16), Mask: T.Tensor((words,), T.uint32),
+             DX: T.Tensor((total,), T.bfloat16)):
+        with T.Kernel(T.ceildiv(total, block), threads=threads) as bx:
+            for i in T.Parallel(block):
+                e = bx * block + i
+                if e < total:
+                    bit = (Mask[e // 32] >> T.Cast(T.uint32, e % 32)) & T.uint32(1)
+                    DX[e] = T.Cast(T.bfloat16, T.Cast(T.float32, DY[e]) * T.Cast(T.float32, bit) * scale)
+
+    return main
+
+
+# ---- LayerNorm backward: dgamma / dbeta by tile atomics of the block's column sums ----------
+@tilelang.jit(out_idx=[5])
+def layernorm_bwd_atomic_dgamma_dbeta(M=200, N=256, block_M=16, threads=128):
+    """xhat = (x - mean) rstd from the saved statistics; dx = rstd (dy g - mean(dy g) - xhat
+    mean(dy g xhat)); the block's column sums of dy xhat and dy are added into DGamma / DBeta
+    (float32, zeroed by the caller) by one T.atomic_add of a (N,) fragment each; rows past M
+    are masked to zero."""
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.float16), DY: T.Tensor((M, N), T.float16), Gamma: T.Tensor((N,), T.float32),
+             Mean: T.Tensor((M,), T.float32), Rstd: T.Tensor((M,), T.float32), DX: T.Tensor((M, N), T.float16),
+             DGamma: T.Tensor((N,), T.float32), DBeta: T.Tensor((N,), T.float32)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            xh = T.alloc_fragment((block_M, N), T.float32)
+            dy = T.alloc_fragment((block_M, N), T.float32)
+            t = T.alloc_fragment((block_M, N), T.float32)
+            s1 = T.alloc_fragment((block_M,), T.float32)
+            s2 = T.alloc_fragment((block_M,), T.float32)
+            dg = T.alloc_fragment((N,), T.float32)
+            db = T.alloc_fragment((N,), T.float32)
+            T.copy(X[bx * block_M, 0], xh)
+            T.copy(DY[bx * block_M, 0], dy)
+            for i, j in T.Parallel(block_M, N):
+                r = bx * block_M + i
+                ok = r < M
+                xh[i, j] = T.if_then_else(ok, (xh[i, j] - Mean[r]) * Rstd[r], 0.0)
+                t[i, j] = dy[i, j] * Gamma[j]
+            T.reduce_sum(t, s1, dim=1)
+            for i, j in T.Parallel(block_M, N):
+                t[i, j] = t[i, j] * xh[i, j]
+            T.reduce_sum(t, s2, dim=1)
+            for i, j in T.Parallel(block_M, N):
+                t[i, j] = dy[i, j] * xh[i, j]
+            T.reduce_sum(t, dg, dim=0)
+            T.reduce_sum(dy, db, dim=0)
+            T.atomic_add(DGamma, dg)
+            T.atomic_add(DBeta, db)
+            for i, j in T.Parallel(block_M, N):
+                r = bx * block_M + i
+                rs = T.if_then_else(r < M, Rstd[r], 0.0)
+                dy[i, j] = rs * (dy[i, j] * Gamma[j] - s1[i] / N - xh[i, j] * s2[i] / N)
+            T.copy(dy, DX[bx * block_M, 0])
+
+    return main
+
+
+# ---- global gradient norm in one launch: the last block to finish reduces the partials ---------
+@tilelang.jit(out_idx=[1, 2])
+def grad_norm_last_block(Ntot=8000, block=256, max_norm=1.0, threads=128):
+    """Each block writes its partial sum of squares, then thread 0 bumps a counter
+    (T.atomic_add, return_prev, acq_rel); the block that sees ceildiv(Ntot, block) - 1 is the
+    last: it reduces every partial, writes the norm and the clip coefficient
+    min(1, max_norm / (norm + 1e-6)), and resets the counter for the next launch."""
+    NB = T.ceildiv(Ntot, block)
+
+    @T.prim_func
+    def main(G: T.Tensor((Ntot,), T.float32), Part: T.Tensor((NB,), T.float32), Out: T.Tensor((2,), T.float32),
+             Counter: T.Tensor((1,), T.int32)):
+        with T.Kernel(NB, threads=threads) as bx:
+            g = T.alloc_fragment((block,), T.float32)
+            s = T.alloc_fragment((1,), T.float32)
+            parts = T.alloc_fragment((NB,), T.float32)
+            tot = T.alloc_fragment((1,), T.float32)
+            last = T.alloc_shared((1,), T.int32)
+            T.copy(G[bx * block], g)
+            for i in T.Parallel(block):
+                g[i] = g[i] * g[i]
+            T.reduce_sum(g, s, dim=0)
+            tx = T.get_thread_binding()
+            if tx == 0:
+                Part[bx] = s[0]
+                last[0] = T.atomic_add(Counter[0], 1, memory_order="acq_rel", return_prev=True)
+            T.sync_threads()
+            if last[0] == NB - 1:
+                T.copy(Part, parts)
+                T.reduce_sum(parts, tot, dim=0)
+                if tx == 0:
+                    norm = T.sqrt(tot[0])
+                    Out[0] = norm
+                    Out[1] = T.min(1.0, max_norm / (norm + 1e-6))
+                    Counter[0] = 0
+
+    return main
