@@ -84,19 +84,19 @@ def test_gelu_bwd_uses_erf_and_adds_each_column_once():
 def test_philox_rounds_wrap_in_uint32(name):
     src = _body(name)
     rounds_ = src.split("for _r in cutlass.range_constexpr(0, 7):", 1)[1]
-    assert "prod = cutlass.Uint64(c0[0]) * cutlass.Uint64(3528905107)" in rounds_
+    assert "prod = cutlass.Uint64(ctr0[0]) * cutlass.Uint64(3528905107)" in rounds_
     assert "hi = cutlass.Uint32(prod >> cutlass.Uint64(32))" in rounds_ and "lo = cutlass.Uint32(prod)" in rounds_
-    assert "c0[0] = hi ^ key[0] ^ c1[0]" in rounds_
+    assert "ctr0[0] = hi ^ key[0] ^ ctr1[0]" in rounds_
     assert "key[0] = key[0] + cutlass.Uint32(2654435769)" in rounds_
-    assert ("u[0] = tcmath.reinterpret(c0[0] >> cutlass.Uint32(9) | cutlass.Uint32(1065353216), cutlass.Float32)"
+    assert ("u = tcmath.reinterpret(ctr0[0] >> cutlass.Uint32(9) | cutlass.Uint32(1065353216), cutlass.Float32)"
             " - cutlass.Float32(1.0)") in src
-    assert "c0[0] = cutlass.Uint32(e)" in src and "c1[0] = offset" in src and "key[0] = seed" in src
+    assert "ctr0[0] = cutlass.Uint32(e)" in src and "ctr1[0] = offset" in src and "key[0] = seed" in src
     assert re.search(r"seed: cutlass\.Uint32, offset: cutlass\.Uint32", src)
 
 
 def test_dropout_fwd_scales_kept_values_in_half():
     src = _body("dropout_philox_fwd")
-    assert "keep = u[0] >= cutlass.Float32(0.25)" in src
+    assert "keep = u >= cutlass.Float32(0.25)" in src
     assert "Keep[e // 192, e - e // 192 * 192] = cutlass.Uint8(keep)" in src
     assert "cutlass.Float16(1.3330078125)" in src   # 1 / (1 - p) as float16, as TileLang's T.float16(scale)
 
@@ -184,15 +184,19 @@ def test_weight_norm_rows_of_300_are_refused_naming_the_reduce(tmp_path):
 
 
 # ---- on the GPU ---------------------------------------------------------------------------------
+def _norm_bwd_inputs(M, N, dtype):
+    """x and dy (M, N) in dtype, a float32 gamma, and float32 leaves of x and gamma for autograd."""
+    x = torch.randn(M, N, device="cuda", dtype=dtype)
+    dy = torch.randn(M, N, device="cuda", dtype=dtype)
+    gamma = torch.randn(N, device="cuda")
+    return x, dy, gamma, x.float().requires_grad_(), gamma.clone().requires_grad_()
+
+
 @pytest.mark.gpu
 def test_rmsnorm_bwd_on_gpu():
     torch.manual_seed(0)
     M, N, eps = 100, 512, 1e-6
-    x = torch.randn(M, N, device="cuda", dtype=bf16)
-    dy = torch.randn(M, N, device="cuda", dtype=bf16)
-    gamma = torch.randn(N, device="cuda")
-    xf = x.float().requires_grad_()
-    g = gamma.clone().requires_grad_()
+    x, dy, gamma, xf, g = _norm_bwd_inputs(M, N, bf16)
     rstd = torch.rsqrt(xf.detach().pow(2).mean(-1) + eps)
     y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * g
     y.backward(dy.float())
@@ -330,11 +334,7 @@ def test_dropout_curand_packed_mask_on_gpu():
 def test_layernorm_bwd_atomic_dgamma_dbeta_on_gpu():
     torch.manual_seed(8)
     M, N, eps = 200, 256, 1e-5
-    x = torch.randn(M, N, device="cuda", dtype=f16)
-    dy = torch.randn(M, N, device="cuda", dtype=f16)
-    gamma = torch.randn(N, device="cuda")
-    xf = x.float().requires_grad_()
-    g = gamma.clone().requires_grad_()
+    x, dy, gamma, xf, g = _norm_bwd_inputs(M, N, f16)
     b = torch.zeros(N, device="cuda", requires_grad=True)
     torch.nn.functional.layer_norm(xf, (N,), g, b, eps).backward(dy.float())
     mean = x.float().mean(-1)

@@ -105,10 +105,14 @@ def gelu_erf_bwd_bias_grad(M=300, N=256, block_M=64, block_N=64, threads=128):
 
 # ---- dropout with a Philox-2x32 counter hash ------------------------------------------------
 @T.macro
-def _philox_uniform(c0, c1, k0, u: T.Ref, ctr0: T.Ref, ctr1: T.Ref, key: T.Ref):
-    """Seven Philox-2x32 rounds on the counter (c0, c1) under key k0: lo / hi of a 64-bit
-    product, key bumped by the Weyl constant (uint32 wraparound); u in [0, 1) from the top 23
-    bits of the first word, by reinterpreting 0x3F800000 | bits as a float32 in [1, 2)."""
+def _philox_uniform(c0, c1, k0):
+    """Seven Philox-2x32 rounds on the counter (c0, c1) under key k0 in T.alloc_var state: lo /
+    hi of a 64-bit product, key bumped by the Weyl constant (uint32 wraparound); returns u in
+    [0, 1) from the top 23 bits of the first word, by reinterpreting 0x3F800000 | bits as a
+    float32 in [1, 2)."""
+    ctr0 = T.alloc_var(T.uint32)
+    ctr1 = T.alloc_var(T.uint32)
+    key = T.alloc_var(T.uint32)
     ctr0 = c0
     ctr1 = c1
     key = k0
@@ -119,7 +123,7 @@ def _philox_uniform(c0, c1, k0, u: T.Ref, ctr0: T.Ref, ctr1: T.Ref, key: T.Ref):
         ctr0 = hi ^ key ^ ctr1
         ctr1 = lo
         key = key + T.uint32(0x9E3779B9)
-    u = T.reinterpret((ctr0 >> T.uint32(9)) | T.uint32(0x3F800000), T.float32) - 1.0
+    return T.reinterpret((ctr0 >> T.uint32(9)) | T.uint32(0x3F800000), T.float32) - 1.0
 
 
 @tilelang.jit(out_idx=[3, 4])
@@ -133,15 +137,11 @@ def dropout_philox_fwd(M=100, N=192, p=0.25, block=256, threads=128):
     def main(X: T.Tensor((M, N), T.float16), seed: T.uint32, offset: T.uint32,
              Y: T.Tensor((M, N), T.float16), Keep: T.Tensor((M, N), T.uint8)):
         with T.Kernel(T.ceildiv(total, block), threads=threads) as bx:
-            u = T.alloc_var(T.float32)
-            c0 = T.alloc_var(T.uint32)
-            c1 = T.alloc_var(T.uint32)
-            key = T.alloc_var(T.uint32)
             for t in T.serial(T.ceildiv(block, threads)):
                 tx = T.get_thread_binding()
                 e = bx * block + t * threads + tx
                 if e < total:
-                    _philox_uniform(T.Cast("uint32", e), offset, seed, u, c0, c1, key)
+                    u = _philox_uniform(T.Cast("uint32", e), offset, seed)
                     keep = u >= p
                     Y[e // N, e % N] = T.if_then_else(keep, X[e // N, e % N] * T.float16(scale), T.float16(0))
                     Keep[e // N, e % N] = T.Cast("uint8", keep)
@@ -159,15 +159,11 @@ def dropout_philox_bwd(M=100, N=192, p=0.25, block=256, threads=128):
     def main(DY: T.Tensor((M, N), T.float16), seed: T.uint32, offset: T.uint32,
              DX: T.Tensor((M, N), T.float16)):
         with T.Kernel(T.ceildiv(total, block), threads=threads) as bx:
-            u = T.alloc_var(T.float32)
-            c0 = T.alloc_var(T.uint32)
-            c1 = T.alloc_var(T.uint32)
-            key = T.alloc_var(T.uint32)
             for t in T.serial(T.ceildiv(block, threads)):
                 tx = T.get_thread_binding()
                 e = bx * block + t * threads + tx
                 if e < total:
-                    _philox_uniform(T.Cast("uint32", e), offset, seed, u, c0, c1, key)
+                    u = _philox_uniform(T.Cast("uint32", e), offset, seed)
                     DX[e // N, e % N] = T.if_then_else(u >= p, DY[e // N, e % N] * T.float16(scale),
                                                        T.float16(0))
 
