@@ -1,16 +1,17 @@
 """A forty-sixth set of programs in TileLang's idioms (tests/unseen_programs46.py): training
-kernels -- RMSNorm backward (dx per row, dgamma partials per block in a workspace, reduced by
-a second kernel), an erf-GELU backward with the bias gradient by column atomics, dropout
-forward / backward with a Philox-2x32 hash on uint32 (the mask recomputed in the backward), a
-fused Adam step (AMSGrad, AMP unscale, bias corrections as float32 arguments) over a
-T.dynamic-length buffer, dW = X^T dY (T.gemm transpose_A, split-K over tokens, a tile
-T.atomic_add), cross-entropy backward from a saved LSE (label smoothing, ignore_index) and
-weight-norm backward; dropout by T.rng_init / T.rng_rand with the mask packed 32 bits to a
-uint32 word and its backward from the packed mask; LayerNorm backward with dgamma / dbeta added
-by atomics of the block's column sums; and a global gradient norm in one launch, the last block
-to bump a counter (T.atomic_add return_prev, acq_rel) reducing every block's partial.
+kernels -- RMSNorm backward (dx per row, dgamma partials per block in a workspace, reduced by a
+second kernel), an erf-GELU backward with the bias gradient by column atomics, dropout forward /
+backward with a Philox-2x32 hash on uint32 (the mask recomputed in the backward), a fused Adam
+step (AMSGrad, AMP unscale, bias corrections as float32 arguments) over a T.dynamic-length
+buffer, dW = X^T dY (T.gemm transpose_A, split-K over tokens, a tile T.atomic_add, or a TMA
+reduce-add of a shared tile), cross-entropy backward from a saved LSE (label smoothing,
+ignore_index) and weight-norm backward; dropout by T.rng_init / T.rng_rand with the mask packed
+32 bits to a uint32 word and its backward from the packed mask; LayerNorm backward with dgamma /
+dbeta added by atomics of the block's column sums; and a global gradient norm in one launch, the
+last block to bump a counter (T.atomic_add return_prev, acq_rel) reducing every block's partial.
 
-CPU: each builds to an sm_90a and an sm_80 cubin, and what decides its result is read in the
+CPU: each builds to an sm_90a and an sm_80 cubin (the TMA reduce-add variant only sm_90a: on
+sm_80 it is refused naming use_tma=True), and what decides its result is read in the
 generated source.  All built and read right as first written but weight_norm_bwd with rows
 300 wide in a (4, 300) fragment over 128 threads, which tilecute refuses naming T.reduce_sum
 and the buffer -- TileLang 0.1.15's layout inference refuses it too ("no available layout
@@ -49,7 +50,8 @@ def _body(name, **kw):
 def test_rmsnorm_bwd_sums_dgamma_over_the_block_rows_and_masks_the_tail():
     src = _body("rmsnorm_bwd_dx_partials")
     # the saved rstd of a row past M reads as 0 (no read past the end), so the row adds nothing
-    assert re.search(r"if r < 100:\s+(\w+) = Rstd\[r\]\s+rs = cutlass\.select_\(r < 100, \1, cutlass\.Float32\(0\.0\)\)",
+    assert re.search(r"if r < 100:\s+(\w+) = Rstd\[r\]\s+"
+                     r"rs = cutlass\.select_\(r < 100, \1, cutlass\.Float32\(0\.0\)\)",
                      src)
     # dim-0 sum: each thread adds its column over the 8 rows it holds, no exchange
     assert re.search(r"dg\[(\w+)\] = cutlass\.Float32\(0\.0\)\s+for (\w+) in cutlass\.range_constexpr\(0, 8\):\s+"
@@ -123,6 +125,19 @@ def test_dw_gemm_reads_x_transposed_and_adds_the_tile(arch, family):
     assert re.search(r"tca\.atomic_add(_view)?\(", src.split("T.gemm(xs, ds, acc)", 1)[1])
 
 
+def test_dw_gemm_tma_reduce_stages_the_tile_and_adds_it_in_bulk(tmp_path):
+    src = rounds.kernel_body(P.gemm_dw_transpose_a_splitk(tma_reduce=True))
+    epi = src.split("T.gemm(xs, ds, acc): acc", 1)[1]
+    assert "acc_s.iterator" in epi and "atomic_add" not in epi
+    assert re.search(r"tct\.store_fence\(\)  # TMA reduce-store \(add\) of a 64x64 box of DW\s+"
+                     r"cute\.arch\.sync_threads\(\)\s+"
+                     r"if tc_tid == 0:\s+tct\.store_add\(DW_desc, tc_smem \+ 0, \(bx \* 64, by \* 64\)", epi)
+    assert "tct.store_wait()" in epi
+    with pytest.raises(Exception, match=r"unseen_programs46\.py:\d+: prim_func 'main': T\.atomic_add: use_tma=True "
+                                        r"needs TMA \(a reduce-store, sm_90 or newer\); the target is sm_80"):
+        tilecute.build_cubin(P.gemm_dw_transpose_a_splitk.get_tir(tma_reduce=True), "sm_80", out_dir=str(tmp_path))
+
+
 def test_ce_bwd_compares_int64_labels_and_smooths():
     src = _body("ce_bwd_saved_lse")
     assert "hit = cutlass.select_(cutlass.Int64(col) == lab, cutlass.Float32(0.9), cutlass.Float32(0.0))" in src
@@ -172,7 +187,8 @@ def test_last_block_reduces_the_partials():
     tail = src.split("if last[0] == 31:", 1)[1]
     # inside the block-uniform branch: every partial read, reduced by the whole block
     assert "Part.iterator" in tail and "tcr.grouped_rows(" in tail
-    assert "Out[1] = cute.arch.fmin(cutlass.Float32(1.0), cutlass.Float32(1.0) / (norm + cutlass.Float32(1e-06)))" in tail
+    assert ("Out[1] = cute.arch.fmin(cutlass.Float32(1.0), cutlass.Float32(1.0) / "
+            "(norm + cutlass.Float32(1e-06)))") in tail
     assert "Counter[0] = 0" in tail
 
 
@@ -270,12 +286,13 @@ def test_adam_amsgrad_unscale_on_gpu():
 
 
 @pytest.mark.gpu
-def test_gemm_dw_transpose_a_splitk_on_gpu():
+@pytest.mark.parametrize("tma_reduce", [False, True])
+def test_gemm_dw_transpose_a_splitk_on_gpu(tma_reduce):
     torch.manual_seed(4)
     x = torch.randn(500, 128, device="cuda", dtype=f16)
     dy = torch.randn(500, 192, device="cuda", dtype=f16)
     dw = torch.zeros(128, 192, device="cuda")
-    P.gemm_dw_transpose_a_splitk()(x, dy, dw)
+    P.gemm_dw_transpose_a_splitk(tma_reduce=tma_reduce)(x, dy, dw)
     rounds.close(dw, x.float().T @ dy.float(), 1e-2)
 
 

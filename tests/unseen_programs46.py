@@ -1,6 +1,6 @@
 """A forty-sixth set of programs in TileLang's idioms (written for tilecute, not taken from
 TileLang): training kernels -- backward passes, reductions across blocks and a counter-based
-RNG.  RMSNorm backward from a saved rstd (dx per row, dgamma as per-block partial rows in a
+RNG. RMSNorm backward from a saved rstd (dx per row, dgamma as per-block partial rows in a
 workspace, reduced over blocks by a second kernel with T.reduce_sum(dim=0, clear=False)); an
 erf-GELU backward fused with the bias gradient (T.reduce_sum over dim 0 of the tile, then
 float32 T.atomic_add per column); dropout forward / backward with a Philox-2x32 hash on uint32
@@ -8,9 +8,13 @@ float32 T.atomic_add per column); dropout forward / backward with a Philox-2x32 
 mantissa bits) recomputed in the backward from the same seed and offset; a fused Adam step
 (AMSGrad, AMP gradient unscale, bias corrections passed as T.float32 arguments) over a flat
 T.dynamic-length buffer; dW = X^T @ dY with T.gemm(transpose_A=True), split-K over the tokens
-and a tile T.atomic_add of the fragment; cross-entropy backward from a saved log-sum-exp with
-label smoothing and ignore_index (int64 labels); and weight-norm backward with a
-whole row per fragment.
+and a tile T.atomic_add of the fragment (or, on Hopper, of a shared tile by a TMA reduce-add,
+use_tma=True); cross-entropy backward from a saved log-sum-exp with label smoothing and
+ignore_index (int64 labels); weight-norm backward with a whole row per fragment; dropout by
+T.rng_init / T.rng_rand with the mask packed 32 bits to a uint32 word, and its backward from the
+packed mask; LayerNorm backward with dgamma / dbeta added by atomics of the block's column sums;
+and a global gradient norm in one launch, the last block to bump a counter (T.atomic_add
+return_prev, acq_rel) reducing every block's partial.
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs46.py`` builds each to a cubin
@@ -202,10 +206,12 @@ def adam_amsgrad_unscale(block=1024, threads=256):
 # ---- dW = X^T dY, split-K over the tokens --------------------------------------------------
 @tilelang.jit(out_idx=[])
 def gemm_dw_transpose_a_splitk(Ntok=500, K=128, N=192, block_K=64, block_N=64, block_T=32, split=4,
-                               threads=128):
+                               threads=128, tma_reduce=False):
     """dW[K, N] += X[t, K]^T dY[t, N] over the tokens of this split (T.gemm with transpose_A on
     the (block_T, block_K) tile of X); each split adds its fragment into dW (float32, zeroed by
-    the caller) by one tile T.atomic_add.  500 tokens: the last tile of a split is ragged."""
+    the caller) by one tile T.atomic_add -- or, with tma_reduce (Hopper), stages it in shared
+    memory and adds the tile by T.atomic_add(use_tma=True), a bulk reduce-add.  500 tokens: the
+    last tile of a split is ragged."""
     per_split = T.ceildiv(Ntok, split)
 
     @T.prim_func
@@ -215,6 +221,7 @@ def gemm_dw_transpose_a_splitk(Ntok=500, K=128, N=192, block_K=64, block_N=64, b
             xs = T.alloc_shared((block_T, block_K), T.float16)
             ds = T.alloc_shared((block_T, block_N), T.float16)
             acc = T.alloc_fragment((block_K, block_N), T.float32)
+            acc_s = T.alloc_shared((block_K, block_N), T.float32)
             T.clear(acc)
             for t in T.Pipelined(T.ceildiv(per_split, block_T), num_stages=2):
                 t0 = bz * per_split + t * block_T
@@ -225,7 +232,11 @@ def gemm_dw_transpose_a_splitk(Ntok=500, K=128, N=192, block_K=64, block_N=64, b
                     ok = (t * block_T + i < per_split) and (t0 + i < Ntok)
                     ds[i, j] = T.if_then_else(ok, DY[t0 + i, bx * block_N + j], T.float16(0))
                 T.gemm(xs, ds, acc, transpose_A=True)
-            T.atomic_add(DW[by * block_K, bx * block_N], acc)
+            if tma_reduce:
+                T.copy(acc, acc_s)
+                T.atomic_add(DW[by * block_K, bx * block_N], acc_s, use_tma=True)
+            else:
+                T.atomic_add(DW[by * block_K, bx * block_N], acc)
 
     return main
 
