@@ -15,7 +15,9 @@ sm_80 it is refused naming use_tma=True), and what decides its result is read in
 generated source.  All built and read right as first written but weight_norm_bwd with rows
 300 wide in a (4, 300) fragment over 128 threads, which tilecute refuses naming T.reduce_sum
 and the buffer -- TileLang 0.1.15's layout inference refuses it too ("no available layout
-found"); the program keeps rows of 384.
+found"); the program keeps rows of 384.  So too grad_norm_last_block with a number of partials
+that is not a power of two (24 over 128 threads): both refuse the reduce (TileLang: its
+logical_width must be a power of two).
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs46.py``)."""
 
 import re
@@ -197,6 +199,14 @@ def test_weight_norm_rows_of_300_are_refused_naming_the_reduce(tmp_path):
     with pytest.raises(LayoutError, match=r"unseen_programs46\.py:\d+: prim_func 'main': T\.reduce_sum: rows of 'sq' "
                                           r"have 300 elements, neither a multiple of the block's 128 threads"):
         tilecute.build_cubin(P.weight_norm_bwd.get_tir(I=300), "sm_90a", out_dir=str(tmp_path))
+
+
+def test_last_block_partials_not_a_power_of_two_are_refused_naming_the_reduce(tmp_path):
+    # 6000 / 256 -> 24 partials over 128 threads; TileLang 0.1.15 refuses it too ("XOR-butterfly
+    # AllReduce requires logical_width ... to be a positive power of two, got 24")
+    with pytest.raises(LayoutError, match=r"unseen_programs46\.py:\d+: prim_func 'main': T\.reduce_sum: rows of "
+                                          r"'parts' have 24 elements, .*logical_width"):
+        tilecute.build_cubin(P.grad_norm_last_block.get_tir(Ntot=6000), "sm_90a", out_dir=str(tmp_path))
 
 
 # ---- on the GPU ---------------------------------------------------------------------------------
