@@ -304,12 +304,12 @@ def weight_norm_bwd(O=96, I=384, block_O=4, threads=128):
 
 # ---- dropout by curand draws, the mask packed 32 to a uint32 word ---------------------------
 @tilelang.jit(out_idx=[3, 4])
-def dropout_curand_packed_mask(M=64, N=1000, p=0.1, threads=128):
+def dropout_curand_packed_mask(M=63, N=1000, p=0.1, threads=128):
     """Each thread owns 32 consecutive elements of the flat tensor (one mask word): its
     Philox4x32-10 state from T.rng_init(seed, seq=the word's index, off=offset), one
     T.rng_rand() per element kept when the draw is >= p * 2^32; the kept bits are or-ed into the
-    word (bit b for element 32 w + b).  N = 1000 is not a multiple of 32: the last word covers
-    the tail only."""
+    word (bit b for element 32 w + b).  63 x 1000 elements are not whole words: the last word
+    covers the 24 of the tail (its other bits stay 0)."""
     total = M * N
     words = T.ceildiv(total, 32)
     thresh = int(p * 4294967296.0)
@@ -338,7 +338,7 @@ def dropout_curand_packed_mask(M=64, N=1000, p=0.1, threads=128):
 
 
 @tilelang.jit(out_idx=[2])
-def dropout_packed_mask_bwd(M=64, N=1000, p=0.1, block=256, threads=256):
+def dropout_packed_mask_bwd(M=63, N=1000, p=0.1, block=256, threads=256):
     """dx = dy * bit / (1 - p), the bit of element e read from word e // 32 of the packed mask."""
     total = M * N
     words = T.ceildiv(total, 32)
