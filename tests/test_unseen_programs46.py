@@ -8,7 +8,8 @@ reduce-add of a shared tile), cross-entropy backward from a saved LSE (label smo
 ignore_index) and weight-norm backward; dropout by T.rng_init / T.rng_rand with the mask packed
 32 bits to a uint32 word and its backward from the packed mask; LayerNorm backward with dgamma /
 dbeta added by atomics of the block's column sums; and a global gradient norm in one launch, the
-last block to bump a counter (T.atomic_add return_prev, acq_rel) reducing every block's partial.
+last block to bump a counter (T.atomic_add return_prev, acq_rel) reducing every block's partial; and
+GroupNorm backward channels-last over (tokens, groups, channels) fragments.
 
 CPU: each builds to an sm_90a and an sm_80 cubin (the TMA reduce-add variant only sm_90a: on
 sm_80 it is refused naming use_tma=True), and what decides its result is read in the
@@ -17,7 +18,11 @@ generated source.  All built and read right as first written but weight_norm_bwd
 and the buffer -- TileLang 0.1.15's layout inference refuses it too ("no available layout
 found"); the program keeps rows of 384.  So too grad_norm_last_block with a number of partials
 that is not a power of two (24 over 128 threads): both refuse the reduce (TileLang: its
-logical_width must be a power of two).
+logical_width must be a power of two).  groupnorm_bwd_channels_last was refused: its
+(block_T, G, Cg) fragments read as x[i, j // Cg, j % Cg] in a (block_T, C) nest were taken
+as read across threads (replicated), and the nest filling them also walks a distributed
+fragment; layout inference now takes the adjacent [e // c, e % c] pair as one index over both
+dims (tests/test_fragment_split_dims.py), and both nests walk them in registers.
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs46.py``)."""
 
 import re
@@ -34,7 +39,7 @@ f16, bf16 = torch.float16, torch.bfloat16
 
 NAMES = ["adam_amsgrad_unscale", "ce_bwd_saved_lse", "dropout_curand_packed_mask", "dropout_packed_mask_bwd",
          "dropout_philox_bwd", "dropout_philox_fwd", "gelu_erf_bwd_bias_grad", "gemm_dw_transpose_a_splitk",
-         "grad_norm_last_block", "layernorm_bwd_atomic_dgamma_dbeta", "rmsnorm_bwd_dx_partials",
+         "grad_norm_last_block", "groupnorm_bwd_channels_last", "layernorm_bwd_atomic_dgamma_dbeta", "rmsnorm_bwd_dx_partials",
          "rmsnorm_dgamma_reduce", "weight_norm_bwd"]
 
 _arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
@@ -196,6 +201,20 @@ def test_last_block_reduces_the_partials():
     assert ("Out[1] = cute.arch.fmin(cutlass.Float32(1.0), cutlass.Float32(1.0) / "
             "(norm + cutlass.Float32(1e-06)))") in tail
     assert "Counter[0] = 0" in tail
+
+
+def test_groupnorm_bwd_reads_the_3d_fragments_as_channel_rows():
+    src = _body("groupnorm_bwd_channels_last")
+    # x[i, j // Cg, j % Cg] in the (block_T, C) nest: the iteration's own register, as
+    # TileLang lays it out (this program was refused before: x, dy taken as replicated)
+    assert "x = cute.make_rmem_tensor((16,), cutlass.Float32)  # blocked" in src
+    assert "dy = cute.make_rmem_tensor((16,), cutlass.Float32)  # blocked" in src
+    assert re.search(r"xc\[(\w+)\] = x\[\1\] \* dy\[\1\]\s+dyc\[\1\] = dy\[\1\]", src)
+    # per-group sums accumulate over the chunks (clear=False), per-channel ones too
+    assert re.search(r"s1\[(\w+)\] = tcr\.combine\(s1\[\1\], \w+\[\1\], \"sum\"\)", src)
+    assert re.search(r"s2\[(\w+)\] = tcr\.combine\(s2\[\1\], \w+\[\1\], \"sum\"\)", src)
+    assert re.search(r"dg\[0\] = dg\[0\] \+ xc\[\w+\]", src) and re.search(r"db\[0\] = db\[0\] \+ dyc\[\w+\]", src)
+    assert "tcr.pick(s1, g_2_, 8) / cutlass.Float32(1600.0)" in src
 
 
 def test_weight_norm_rows_of_300_are_refused_naming_the_reduce(tmp_path):
@@ -390,3 +409,25 @@ def test_grad_norm_last_block_on_gpu():
         rounds.close(out[1], torch.clamp(1.0 / (norm + 1e-6), max=1.0), 1e-5)
         assert counter.item() == 0
         g = g * 10
+
+
+@pytest.mark.gpu
+def test_groupnorm_bwd_channels_last_on_gpu():
+    torch.manual_seed(10)
+    B, HW, G, Cg, eps = 2, 100, 8, 16, 1e-5
+    C = G * Cg
+    x = torch.randn(B, HW, C, device="cuda")
+    dy = torch.randn(B, HW, C, device="cuda")
+    gamma = torch.randn(C, device="cuda")
+    xg = x.view(B, HW, G, Cg)
+    mean = xg.mean(dim=(1, 3))
+    rstd = torch.rsqrt(xg.var(dim=(1, 3), unbiased=False) + eps)
+    xf = x.clone().requires_grad_()
+    g = gamma.clone().requires_grad_()
+    beta = torch.zeros(C, device="cuda", requires_grad=True)
+    y = torch.nn.functional.group_norm(xf.permute(0, 2, 1), G, g, beta, eps)  # (B, C, HW)
+    y.backward(dy.permute(0, 2, 1))
+    dx, dgp, dbp = P.groupnorm_bwd_channels_last()(x, dy, gamma, mean, rstd)
+    rounds.close(dx, xf.grad, 1e-4)
+    rounds.close(dgp.sum(0), g.grad, 1e-4)
+    rounds.close(dbp.sum(0), beta.grad, 1e-4)

@@ -14,7 +14,8 @@ ignore_index (int64 labels); weight-norm backward with a whole row per fragment;
 T.rng_init / T.rng_rand with the mask packed 32 bits to a uint32 word, and its backward from the
 packed mask; LayerNorm backward with dgamma / dbeta added by atomics of the block's column sums;
 and a global gradient norm in one launch, the last block to bump a counter (T.atomic_add
-return_prev, acq_rel) reducing every block's partial.
+return_prev, acq_rel) reducing every block's partial; and GroupNorm backward channels-last,
+its (tokens, groups, channels) fragments read back as (tokens, channels) rows.
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs46.py`` builds each to a cubin
@@ -438,5 +439,68 @@ def grad_norm_last_block(Ntot=8000, block=256, max_norm=1.0, threads=128):
                     Out[0] = norm
                     Out[1] = T.min(1.0, max_norm / (norm + 1e-6))
                     Counter[0] = 0
+
+    return main
+
+
+# ---- GroupNorm backward, channels last: sums over (tokens, channels of a group) -------------
+@tilelang.jit(out_idx=[5, 6, 7])
+def groupnorm_bwd_channels_last(B=2, HW=100, G=8, Cg=16, block_T=16, threads=128):
+    """x[b, t, g * Cg + c] normalised per (b, g) with the saved Mean / Rstd (B, G).  One block
+    per image: a first pass over the tokens in chunks sums dy gamma and dy gamma xhat per group
+    (a (block_T, G, Cg) fragment reduced over its last dim, then over the tokens with
+    clear=False) and dy xhat, dy per channel (dgamma / dbeta partials per image, reduced over
+    dim 0 with clear=False); a second pass writes dx = rstd (dy gamma - s1 / n - xhat s2 / n),
+    n = HW Cg.  HW = 100 leaves a ragged last chunk."""
+    C = G * Cg
+    n = HW * Cg
+
+    @T.prim_func
+    def main(X: T.Tensor((B, HW, C), T.float32), DY: T.Tensor((B, HW, C), T.float32),
+             Gamma: T.Tensor((C,), T.float32), Mean: T.Tensor((B, G), T.float32), Rstd: T.Tensor((B, G), T.float32),
+             DX: T.Tensor((B, HW, C), T.float32), DGammaPart: T.Tensor((B, C), T.float32),
+             DBetaPart: T.Tensor((B, C), T.float32)):
+        with T.Kernel(B, threads=threads) as b:
+            x = T.alloc_fragment((block_T, G, Cg), T.float32)
+            dy = T.alloc_fragment((block_T, G, Cg), T.float32)
+            t = T.alloc_fragment((block_T, G, Cg), T.float32)
+            part = T.alloc_fragment((block_T, G), T.float32)
+            s1 = T.alloc_fragment((G,), T.float32)
+            s2 = T.alloc_fragment((G,), T.float32)
+            xc = T.alloc_fragment((block_T, C), T.float32)
+            dyc = T.alloc_fragment((block_T, C), T.float32)
+            dg = T.alloc_fragment((C,), T.float32)
+            db = T.alloc_fragment((C,), T.float32)
+            T.clear(s1)
+            T.clear(s2)
+            T.clear(dg)
+            T.clear(db)
+            for k in T.serial(T.ceildiv(HW, block_T)):
+                for i, g, c in T.Parallel(block_T, G, Cg):
+                    tok = k * block_T + i
+                    ok = tok < HW
+                    x[i, g, c] = T.if_then_else(ok, (X[b, tok, g * Cg + c] - Mean[b, g]) * Rstd[b, g], 0.0)
+                    dy[i, g, c] = T.if_then_else(ok, DY[b, tok, g * Cg + c], 0.0)
+                    t[i, g, c] = dy[i, g, c] * Gamma[g * Cg + c]
+                T.reduce_sum(t, part, dim=2)
+                T.reduce_sum(part, s1, dim=0, clear=False)
+                for i, g, c in T.Parallel(block_T, G, Cg):
+                    t[i, g, c] = t[i, g, c] * x[i, g, c]
+                T.reduce_sum(t, part, dim=2)
+                T.reduce_sum(part, s2, dim=0, clear=False)
+                for i, j in T.Parallel(block_T, C):
+                    xc[i, j] = x[i, j // Cg, j % Cg] * dy[i, j // Cg, j % Cg]
+                    dyc[i, j] = dy[i, j // Cg, j % Cg]
+                T.reduce_sum(xc, dg, dim=0, clear=False)
+                T.reduce_sum(dyc, db, dim=0, clear=False)
+            T.copy(dg, DGammaPart[b, 0])
+            T.copy(db, DBetaPart[b, 0])
+            for k in T.serial(T.ceildiv(HW, block_T)):
+                for i, g, c in T.Parallel(block_T, G, Cg):
+                    tok = k * block_T + i
+                    if tok < HW:
+                        xh = (X[b, tok, g * Cg + c] - Mean[b, g]) * Rstd[b, g]
+                        DX[b, tok, g * Cg + c] = Rstd[b, g] * (DY[b, tok, g * Cg + c] * Gamma[g * Cg + c]
+                                                               - s1[g] / n - xh * s2[g] / n)
 
     return main
