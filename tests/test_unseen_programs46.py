@@ -39,8 +39,8 @@ f16, bf16 = torch.float16, torch.bfloat16
 
 NAMES = ["adam_amsgrad_unscale", "ce_bwd_saved_lse", "dropout_curand_packed_mask", "dropout_packed_mask_bwd",
          "dropout_philox_bwd", "dropout_philox_fwd", "gelu_erf_bwd_bias_grad", "gemm_dw_transpose_a_splitk",
-         "grad_norm_last_block", "groupnorm_bwd_channels_last", "layernorm_bwd_atomic_dgamma_dbeta", "rmsnorm_bwd_dx_partials",
-         "rmsnorm_dgamma_reduce", "weight_norm_bwd"]
+         "grad_norm_last_block", "groupnorm_bwd_channels_last", "layernorm_bwd_atomic_dgamma_dbeta",
+         "rmsnorm_bwd_dx_partials", "rmsnorm_dgamma_reduce", "weight_norm_bwd"]
 
 _arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
 
