@@ -113,6 +113,26 @@ from .analysis import (LoopVars, accesses, allreduce_steps, buffers_used, indepe
                        view_bases, view_layout)
 from .lower_tile_ops import move_columns_last, reduce_identity, reduce_update
 
+def _merge_split_dims(shape, idx) -> list:
+    """(extent, index) of each dim of a fragment of constant ``shape`` indexed at ``idx``,
+    two adjacent dims indexed ``[e // c, e % c]`` with the second of extent ``c`` taken as
+    one dim indexed ``e`` (their row-major flat index is ``e``'s)."""
+    out: list = []
+    dims = [(int(d.value), i) for d, i in zip(shape, idx)]
+    k = 0
+    while k < len(dims):
+        (d, i), nxt = dims[k], dims[k + 1] if k + 1 < len(dims) else None
+        if nxt is not None and isinstance(i, N.BinOp) and i.op == "floordiv" and \
+                isinstance(nxt[1], N.BinOp) and nxt[1].op == "mod" and nxt[1].a == i.a and \
+                isinstance(i.b, N.Const) and i.b == nxt[1].b and int(i.b.value) == nxt[0]:
+            out.append((d * nxt[0], i.a))
+            k += 2
+            continue
+        out.append((d, i))
+        k += 1
+    return out
+
+
 # the calls through which a thread meets other threads (their partition across threads
 # matters: see _Kernel.barrier_in_strided_nest)
 _MEETS_THREADS = frozenset(("sync_grid",) + N.BLOCK_VOTES + N.SHUFFLES + N.WARP_VOTES +
@@ -835,9 +855,12 @@ class _Kernel:
         """Does the nest walk fragment ``b`` in its row-major order through an index that
         is a linear combination of the loop variables (``b[i * N + j]`` under
         ``T.Parallel(M, N)`` with ``b`` of shape ``(M * N,)``; TileLang infers such a
-        fragment's layout from the loop's index map)?  The element's row-major flat index
-        is then the iteration's, so the blocked layout places it in the iteration's
-        register.  Not for T.gemm register fragments (their nests walk (i, j))."""
+        fragment's layout from the loop's index map)?  Two adjacent dims indexed
+        ``[e // c, e % c]``, the second of extent ``c``, count as one index ``e`` over both
+        (``x[i, j // C, j % C]`` of an ``(I, G, C)`` fragment under ``T.Parallel(I, G * C)``:
+        a reshaped walk).  The element's row-major flat index is then the iteration's, so
+        the blocked layout places it in the iteration's register.  Not for T.gemm register
+        fragments (their nests walk (i, j))."""
         buf = self.buffers[b]
         if self.mma_layout(b) is not None or \
                 not all(isinstance(d, N.Const) for d in buf.shape) or \
@@ -848,13 +871,13 @@ class _Kernel:
             return False
         flat: dict = {}
         stride = 1
-        for d, i in reversed(list(zip(buf.shape, idx))):
+        for d, i in reversed(_merge_split_dims(buf.shape, idx)):
             form = linear_form(i)
             if form is None:
                 return False
             for v, c in form.items():
                 flat[v] = flat.get(v, 0) + c * stride
-            stride *= int(d.value)
+            stride *= d
         want: dict = {}
         stride = 1
         for lp in reversed(nest.loops):
