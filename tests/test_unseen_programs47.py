@@ -145,9 +145,6 @@ def _chunks(t, chunk):
 
 
 @pytest.mark.gpu
-@pytest.mark.xfail(strict=True, reason=(
-    "open (2026-11-30, H200): the states come out wrong -- the same wrong values with TMA and "
-    "wgmma each on or off, while dA_cs (the fragment cumsum) is exact; cause not found yet"))
 def test_ssd_chunk_state_frag_cumsum_on_gpu():
     torch.manual_seed(0)
     B, S, H, G, Pd, N, C = 1, 200, 4, 2, 64, 64, 64

@@ -59,8 +59,10 @@ def ssd_chunk_state_frag_cumsum(B=1, H=4, G=2, P=64, N=64, chunk=64, threads=128
             for l in T.Parallel(chunk):
                 if c * chunk + l < S:
                     dA_cs[b, h, c, l] = cs_s[l]
-            T.copy(Bm[b, c * chunk, h // (H // G), 0], b_s)
-            T.copy(x[b, c * chunk, h, 0], x_s)
+            # the chunk's rows as slices: a point start (`x[b, c * chunk, h, 0]`) would take
+            # the tile from the trailing dims (heads x P), as TileLang aligns extents
+            T.copy(Bm[b, c * chunk:(c + 1) * chunk, h // (H // G), :], b_s)
+            T.copy(x[b, c * chunk:(c + 1) * chunk, h, :], x_s)
             for l, p in T.Parallel(chunk, P):
                 x_s[l, p] = x_s[l, p] * T.exp(tot[0] - cs_s[l]) * dt_s[l]
             T.gemm(x_s, b_s, st, transpose_A=True, clear_accum=True)
