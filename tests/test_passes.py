@@ -1452,3 +1452,12 @@ def test_fresh_name_skips_taken_names_in_each_spelling():
     assert fresh_name(taken, "w") == "w"
     assert {"x_2", "y1", "tc_bar1", "z_3", "w"} <= taken  # each is taken from now on
     assert fresh_name(taken, "w") == "w_1"
+
+
+def test_the_architecture_doc_lists_every_pass_in_order():
+    import re
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
+    rows = re.findall(r"^\| [0-9][0-9a-z]* \| `(\w+)` \|", doc, re.M)
+    assert rows == NAMES
+    assert f"PASSES ({len(NAMES)} passes)" in doc
