@@ -235,6 +235,27 @@ def test_a_shared_buffer_never_used_takes_no_bytes():
     assert used.shared_bytes >= 3 * 64 * 256 * 4  # a used tile keeps its bytes
 
 
+def test_a_never_used_buffer_larger_than_the_rest_adds_no_bytes():
+    """The unused tile (64 KiB) is larger than all the used ones (the loop's 8 KiB stages):
+    it still adds nothing to the kernel's total (it was placed at offset 0 and its end
+    counted, so the kernel asked for 64 KiB)."""
+    @T.prim_func
+    def small_stages(X: T.Tensor((256, 512), "float32"), Y: T.Tensor((256, 512), "float32")):
+        with T.Kernel(4, threads=128) as bs:
+            spare = T.alloc_shared((64, 256), "float32")
+            tile = T.alloc_shared((64, 32), "float32")
+            out = T.alloc_fragment((64, 32), "float32")
+            for k in T.Pipelined(16, num_stages=2):
+                T.copy(X[bs * 64, k * 32], tile)
+                for i, j in T.Parallel(64, 32):
+                    out[i, j] = tile[i, j] * 2.0
+                T.copy(out, Y[bs * 64, k * 32])
+
+    k = run_passes(small_stages, "sm_90a").kernels[0]
+    assert k.shared_bytes < 64 * 256 * 4 // 2  # the stages (and barriers) alone
+    assert tilecute.compile(small_stages, target="sm_90a").ensure_cubin()
+
+
 def test_a_never_used_buffer_keeps_its_bytes_without_reuse():
     k = run_passes(staged_scale(False), "sm_90a", {"disable_shared_memory_reuse": True}).kernels[0]
     assert k.shared_bytes >= 3 * 64 * 256 * 4

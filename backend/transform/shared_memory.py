@@ -147,7 +147,8 @@ def _first_fit(sized) -> tuple[dict, int]:
                     offset, moved = _round_up(end, align), True
         placed.append((offset, offset + size, life))
         slots[a.buffer.name] = N.SharedSlot(offset, stride, align)
-    return slots, max((end for _, end, _ in placed), default=0)
+    # a buffer never used (_NEVER) has no bytes of its own: it adds nothing to the total
+    return slots, max((end for _, end, life in placed if life != _NEVER), default=0)
 
 
 def place(scope: N.KernelScope, reuse: bool = True) -> N.KernelScope:
