@@ -348,14 +348,20 @@ def allreduce_steps(threads, dims) -> list[AllReduceStep]:
     return out
 
 
-def written_globals(func: N.PrimFunc, body) -> set[str]:
-    """The global buffers (parameters and workspaces) some statement of ``body`` writes."""
+def written_buffers(body) -> set[str]:
+    """The buffers some statement of ``body`` (nested ones included) names as its write
+    target (a store's, a tile op's ``dst``, a clear's, a GEMM's ``c``)."""
     out = set()
     for x in walk_stmts(body):
         for field in ("dst", "buffer", "c"):  # every statement's write target
             v = getattr(x, field, None)
             out.update([v.buffer] if isinstance(v, N.Region) else [v] if isinstance(v, str) else [])
-    return {b for b in out if func.buffer(b) is not None}
+    return out
+
+
+def written_globals(func: N.PrimFunc, body) -> set[str]:
+    """The global buffers (parameters and workspaces) some statement of ``body`` writes."""
+    return {b for b in written_buffers(body) if func.buffer(b) is not None}
 
 
 def fresh_name(taken: set[str], stem: str, sep: str = "_", first: int = 1, bare: bool = True) -> str:

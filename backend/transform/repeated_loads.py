@@ -29,33 +29,26 @@ import dataclasses
 
 from ..ir import nodes as N
 from ..ir.visitor import StmtMutator, walk_nodes, walk_stmts
-from .analysis import loads, view_bases, view_family, written_globals
+from .analysis import loads, view_bases, view_family, written_buffers, written_globals
 
 # statements whose writes _writes names (nested lists are walked); any other kind of
 # statement between two copies ends the match
 _KNOWN = (N.Store, N.Copy, N.Fill, N.Clear, N.Reduce, N.Gemm, N.For, N.If, N.Let, N.Allocate)
 
 
+def _atomic(body) -> bool:
+    """``body`` (nested statements included) holds an atomic: a ``T.atomic_add`` tile op or
+    an atomic call in an expression."""
+    return any(isinstance(s, N.AtomicAdd) for s in walk_stmts(body)) or \
+        any(isinstance(c, N.Call) and c.name in N.ATOMIC_RETURNS for c in walk_nodes(body))
+
+
 def _writes(s: N.Stmt) -> set[str] | None:
     """The buffers ``s`` (nested statements included) writes, or None where it holds a
     statement of a kind not in ``_KNOWN`` (or an atomic)."""
-    out: set[str] = set()
-    for x in walk_stmts((s,)):
-        if not isinstance(x, _KNOWN):
-            return None
-        if isinstance(x, N.Store):
-            out.add(x.buffer)
-        elif isinstance(x, (N.Copy, N.Fill)):
-            out.add(x.dst.buffer)
-        elif isinstance(x, N.Clear):
-            out.add(x.buffer)
-        elif isinstance(x, N.Reduce):
-            out.add(x.dst)
-        elif isinstance(x, N.Gemm):
-            out.add(x.c)
-    if any(isinstance(c, N.Call) and c.name in N.ATOMIC_RETURNS for c in walk_nodes(s)):
+    if _atomic((s,)) or not all(isinstance(x, _KNOWN) for x in walk_stmts((s,))):
         return None
-    return out
+    return written_buffers((s,))
 
 
 class _Reuse(StmtMutator):
@@ -65,17 +58,13 @@ class _Reuse(StmtMutator):
         self.fragments: set[str] = set()
         self.bases: dict[str, str] = {}
         self.read_only: set[str] = set()
-        self.dropped = 0
 
     def visit_kernel(self, scope: N.KernelScope) -> N.KernelScope:
         self.fragments = {s.buffer.name for s in walk_stmts(scope.body)
                           if isinstance(s, N.Allocate) and s.buffer.scope == "fragment"}
         self.bases = view_bases(scope.body)
         written = written_globals(self.func, scope.body)
-        atomics = any(isinstance(c, N.Call) and c.name in N.ATOMIC_RETURNS
-                      for c in walk_nodes(scope.body)) or \
-            any(isinstance(s, N.AtomicAdd) for s in walk_stmts(scope.body))
-        self.read_only = set() if atomics else {
+        self.read_only = set() if _atomic(scope.body) else {
             p for p in self.params
             if not view_family(self.bases, p) & (written | set(self.bases))}
         return dataclasses.replace(scope, body=self.visit_block(scope.body))
@@ -94,17 +83,16 @@ class _Reuse(StmtMutator):
         held: dict[str, N.Copy] = {}  # fragment -> the copy whose tile it holds
         out: list[N.Stmt] = []
         for s in body:
-            if self._reusable(s) and held.get(s.dst.buffer) == s:
-                self.dropped += 1
+            reusable = self._reusable(s)
+            if reusable and held.get(s.dst.buffer) == s:
                 continue
             writes = _writes(s)
             if writes is None or any(self.func.buffer(b) is not None for b in writes):
                 held.clear()
             else:
-                touched = set().union(*(view_family(self.bases, b) for b in writes)) \
-                    if writes else set()
+                touched = set().union(*(view_family(self.bases, b) for b in writes))
                 held = {f: c for f, c in held.items() if f not in touched}
-            if self._reusable(s):
+            if reusable:
                 held[s.dst.buffer] = s
             out.append(s)
         return tuple(out)
