@@ -4,12 +4,15 @@ split and combine as two launches of one prim_func, GQA decode with ALiBi and so
 (an empty sequence returns early), an fp8 paged cache with per-token scales dequantized in
 registers, fp8 MQA decode on fp8 GEMMs, a uint8 cache with zero points, the KV-cache append
 with NeoX rotary at slot_mapping, tree-speculation verification (an ancestor mask from a parent
-array), chunked prefill over a paged prefix, MLA decode over a paged 576-wide latent cache, and
-a combine with per-sequence split counts.
+array), chunked prefill over a paged prefix, MLA decode over a paged 576-wide latent cache, a
+combine with per-sequence split counts, speculative verification as two T.Pipelined(start,
+stop) loops, MLA decode over reversed tiles, and int8 Q K^T with per-token scales.
 
 CPU: each builds to an sm_90a cubin (and an sm_80 one where it uses no fp8), and what decides
 its result is read in the generated source.  Each also lowers in TileLang 0.1.15 (checked on
-the CPU with tilelang.engine.lower for sm_90a).  All built as first written; reading the
+the CPU with tilelang.engine.lower for sm_90a; three first versions TileLang refused --
+16-row tiles with P in registers, a pipelined V tile rewritten in place, a shared tile in two
+pipelined loops -- were rewritten to forms it takes).  All built as first written; reading the
 source found spec_verify_token_tree's ancestor-mask read ``anc[r // group, j]`` after
 ``r < rows and j < n_draft and`` made a two-lane vector load ahead of the condition, for
 every row and column of the score tile (past the (6, 6) table and the kernel's shared
@@ -32,8 +35,9 @@ import unseen_programs49 as P
 f16, bf16, i32 = torch.float16, torch.bfloat16, torch.int32
 
 NAMES = ["chunked_prefill_paged", "combine_varsplit_natural_lse", "fp8_mqa_decode_fp8_gemms",
-         "fp8_paged16_decode_token_scales", "gqa_decode_alibi_softcap", "kv_append_rope_slots",
-         "mla_paged_latent576_split", "paged64_decode_split_combine", "spec_verify_token_tree",
+         "fp8_paged16_decode_token_scales", "gqa_decode_alibi_softcap", "int8_qk_decode_token_scales",
+         "kv_append_rope_slots", "mla_decode_reversed_tiles", "mla_paged_latent576_split",
+         "paged64_decode_split_combine", "spec_verify_causal_two_loops", "spec_verify_token_tree",
          "uint8_kv_decode_zero_points"]
 # no sm_80 cubin: float8 values convert only on sm_89+
 SM90_ONLY = {"fp8_mqa_decode_fp8_gemms", "fp8_paged16_decode_token_scales"}
@@ -151,6 +155,34 @@ def test_combine_reduces_lse_fragment_over_a_read_count():
     assert "lse[s] = cutlass.select_(s < n, tc_ld1, cutlass.Float32(float(\"-inf\")))" in body
     assert "lse_max[i2] = cute.arch.fmax(lse_max[i2], lse[k3])" in body
     assert "for s_2_ in cutlass.range(0, n):" in body
+
+
+def test_spec_verify_two_pipelined_ranges():
+    body = _body("spec_verify_causal_two_loops")
+    assert re.search(r"n_full\[0\] = 0\n(?:.*\n)*?\s+if ctx > 0:\n\s+n_full\[0\] = ctx // 64", body), body
+    assert "for k in cutlass.range(0, n_full[0]):" in body
+    # the tail loop runs from n_full, its stages counted from there
+    assert "for k_1_ in cutlass.range(n_full[0], n_full[0] + ((kv_len + 64 - 1) // 64 - n_full[0])):" in body
+    assert "tct.wait(tc_bar2 + ((k_1_ - n_full[0]) - (k_1_ - n_full[0]) // 2 * 2)" in body
+    # rows head-major: draft r % 4 of head r // 4
+    assert re.search(r"k_1_ \* 64 \+ \(j_\w+ \+ tc_lane\d+\) <= ctx \+ r_\w+ % 4, acc_s", body), body
+
+
+def test_mla_reversed_tiles_masks_the_first_only():
+    body = _body("mla_decode_reversed_tiles")
+    assert "tc_ld1 = block_table[b_1_, n - 1 - tc_j0]" in body  # the producer walks pages backwards
+    assert re.search(r"if kr == 0:\n(?:.*\n){3}.*cutlass\.select_\(k \* 64 \+ \(j \+ tc_lane\d+\) >= "
+                     r"cache_seqlens\[b_1_\]", body), body
+    assert "panel_index = block_flat // 10" in body  # T.use_swizzle(10)
+    # the row fragment's log2-sum-exps go straight to their rows of LSE
+    assert "LSE[b_1_, hx_1_ * 64 + i8] = logsum[" in body
+
+
+def test_int8_qk_scales_the_int32_scores():
+    body = _body("int8_qk_decode_token_scales")
+    assert 'tcm.tiled_mma("mma", cutlass.Int8, cutlass.Int8, cutlass.Int32, False, False, (1, 4), 64)' in body
+    assert re.search(r"cutlass\.Float32\(acc_i\[tc_r\d+ \+ tc_lane\d+\]\) \* qs\[tcrow\.row_of\(acc_s, "
+                     r"tc_r\d+\)\] \* tc_ld\d+", body), body
 
 
 # ---- on the GPU ----------------------------------------------------------------------------
@@ -388,3 +420,51 @@ def test_combine_varsplit_natural_lse_on_gpu():
         w = torch.softmax(lse[b, :n], 0)  # (n, heads)
         ref = (part[b, :n].float() * w[..., None]).sum(0)
         torch.testing.assert_close(O[b].float(), ref, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.gpu
+def test_spec_verify_causal_two_loops_on_gpu():
+    torch.manual_seed(11)
+    lens, S = [4, 17, 1000, 130], 1000
+    Q = torch.randn(4, 4, 16, 128, device="cuda", dtype=bf16)
+    K = torch.randn(4, S, 4, 128, device="cuda", dtype=bf16)
+    V = torch.randn(4, S, 4, 128, device="cuda", dtype=bf16)
+    O = P.spec_verify_causal_two_loops()(Q, K, V, torch.tensor(lens, dtype=i32, device="cuda"))
+    for b, n in enumerate(lens):
+        mask = torch.arange(n, device="cuda")[None, :] <= (n - 4 + torch.arange(4, device="cuda"))[:, None]
+        for h in range(16):
+            ref = _attend(Q[b, :, h], K[b, :n, h // 4], V[b, :n, h // 4], mask)
+            torch.testing.assert_close(O[b, :, h].float(), ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+def test_mla_decode_reversed_tiles_on_gpu():
+    torch.manual_seed(12)
+    lens = [1, 700]
+    KV = torch.randn(24, 64, 320, device="cuda", dtype=f16) * 0.5
+    table = torch.randperm(24, device="cuda")[:24].to(i32).view(2, 12).contiguous()
+    Q = torch.randn(2, 64, 320, device="cuda", dtype=f16) * 0.5
+    O, lse = P.mla_decode_reversed_tiles()(Q, KV, table, torch.tensor(lens, dtype=i32, device="cuda"))
+    for b, n in enumerate(lens):
+        rows = KV[table[b].long()].reshape(-1, 320)[:n]
+        s = Q[b].float() @ rows.float().T * 320 ** -0.5
+        torch.testing.assert_close(O[b].float(), torch.softmax(s, -1) @ rows[:, :256].float(),
+                                   rtol=2e-2, atol=2e-2)
+        torch.testing.assert_close(lse[b], torch.logsumexp(s, -1) / math.log(2), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_int8_qk_decode_token_scales_on_gpu():
+    torch.manual_seed(13)
+    lens, S = LENS, 1000
+    Qq = torch.randint(-127, 128, (3, 32, 128), device="cuda", dtype=torch.int8)
+    Kq = torch.randint(-127, 128, (3, S, 4, 128), device="cuda", dtype=torch.int8)
+    qs = torch.rand(3, 32, device="cuda") * 0.01
+    ks = torch.rand(3, S, 4, device="cuda") * 0.01
+    V = torch.randn(3, S, 4, 128, device="cuda", dtype=bf16)
+    O = P.int8_qk_decode_token_scales()(Qq, qs, Kq, ks, V, torch.tensor(lens, dtype=i32, device="cuda"))
+    for b, n in enumerate(lens):
+        for h in range(32):
+            s = (Kq[b, :n, h // 8].float() @ Qq[b, h].float()) * qs[b, h] * ks[b, :n, h // 8] / math.sqrt(128)
+            ref = torch.softmax(s, -1) @ V[b, :n, h // 8].float()
+            torch.testing.assert_close(O[b, h].float(), ref, rtol=2e-2, atol=2e-2)

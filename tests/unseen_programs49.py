@@ -12,8 +12,13 @@ positions, written into pages at slot_mapping (slot -1 skipped); speculative-dec
 verification with a token tree (an ancestor mask built from a parent array by a while loop
 in T.alloc_var); chunked prefill over a paged prefix (varlen chunks by cu_seqlens, a query
 tile past its chunk leaves early); MLA decode over a paged 576-wide latent cache (FlashMLA's
-layout, latent and rope parts sliced from one buffer) with split-KV; and a combine whose
-split count is read per sequence and whose LSEs are natural logs, reduced as a fragment.
+layout, latent and rope parts sliced from one buffer) with split-KV; a combine whose
+split count is read per sequence and whose LSEs are natural logs, reduced as a fragment;
+speculative verification causal within the drafts as two pipelined loops (TileLang's
+T.Pipelined(start, stop) form, the split point in a T.alloc_var(init=0)); MLA decode walking
+its pages last first with only the first iteration masked, T.use_swizzle and the row
+fragment's LSEs copied to a global slice; and SageAttention-style int8 Q K^T (mma.sync int8,
+per-head and per-token scales applied to the int32 scores).
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs49.py`` builds each to a cubin
@@ -745,5 +750,218 @@ def combine_varsplit_natural_lse(heads=16, dim=128, max_split=8, threads=128):
                     o[d] += wts[s] / wsum[0] * T.cast(O_partial[b, s, h, d], accum)
             for d in T.Parallel(dim):
                 O[b, h, d] = T.cast(o[d], T.bfloat16)
+
+    return main
+
+
+# ---- speculative verify, causal within the drafts: a full-prefix loop, then a masked tail ----
+@tilelang.jit(out_idx=[4])
+def spec_verify_causal_two_loops(heads=16, kv_heads=4, q_len=4, dim=128, block_N=64,
+                                 threads=128):
+    """The q_len draft tokens are the last q_len of seq_lens[b] cached tokens ([batch, max_len,
+    kv_heads, dim], T.dynamic batch and max_len); draft t sees positions <= len - q_len + t.
+    Rows r = head * q_len + t (head-major: 4 heads x 4 drafts = 16 rows).  The key tiles
+    wholly before the drafts run unmasked under T.Pipelined(0, n_full); the rest under
+    T.Pipelined(n_full, n_tiles) with the causal mask (TileLang's start / stop form), into
+    tiles of its own (TileLang versions a shared tile once per pipelined loop).  n_full
+    is a T.alloc_var(init=0) set by one branch."""
+    batch = T.dynamic("batch")
+    max_len = T.dynamic("max_len")
+    group = heads // kv_heads
+    rows = group * q_len
+    scale = dim ** -0.5 * LOG2E
+    dtype, accum = T.bfloat16, T.float32
+
+    @T.prim_func
+    def main(Q: T.Tensor((batch, q_len, heads, dim), dtype),
+             K: T.Tensor((batch, max_len, kv_heads, dim), dtype),
+             V: T.Tensor((batch, max_len, kv_heads, dim), dtype),
+             seq_lens: T.Tensor((batch,), T.int32),
+             O: T.Tensor((batch, q_len, heads, dim), dtype)):
+        with T.Kernel(kv_heads, batch, threads=threads) as (hk, b):
+            q_s = T.alloc_shared((rows, dim), dtype)
+            k_s = T.alloc_shared((block_N, dim), dtype)
+            v_s = T.alloc_shared((block_N, dim), dtype)
+            kt_s = T.alloc_shared((block_N, dim), dtype)
+            vt_s = T.alloc_shared((block_N, dim), dtype)
+            p_s = T.alloc_shared((rows, block_N), dtype)
+            acc_s = T.alloc_fragment((rows, block_N), accum)
+            acc_o = T.alloc_fragment((rows, dim), accum)
+            m = T.alloc_fragment((rows,), accum)
+            m_prev = T.alloc_fragment((rows,), accum)
+            r_scale = T.alloc_fragment((rows,), accum)
+            r_sum = T.alloc_fragment((rows,), accum)
+            logsum = T.alloc_fragment((rows,), accum)
+            n_full = T.alloc_var(T.int32, init=0)
+
+            kv_len = seq_lens[b]
+            ctx = kv_len - q_len
+            if ctx > 0:
+                n_full = ctx // block_N
+            for r, d in T.Parallel(rows, dim):
+                q_s[r, d] = Q[b, r % q_len, hk * group + r // q_len, d]
+            T.fill(acc_o, 0)
+            T.fill(logsum, 0)
+            T.fill(m, -T.infinity(accum))
+            for k in T.Pipelined(0, n_full, num_stages=2):
+                T.copy(K[b, k * block_N:(k + 1) * block_N, hk, :], k_s)
+                T.copy(V[b, k * block_N:(k + 1) * block_N, hk, :], v_s)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, clear_accum=True)
+                _online_softmax(acc_s, m, m_prev, r_scale, r_sum, logsum, acc_o, scale,
+                                rows, block_N, dim)
+                T.copy(acc_s, p_s)
+                T.gemm(p_s, v_s, acc_o)
+            for k in T.Pipelined(n_full, T.ceildiv(kv_len, block_N), num_stages=2):
+                T.copy(K[b, k * block_N:(k + 1) * block_N, hk, :], kt_s)
+                T.copy(V[b, k * block_N:(k + 1) * block_N, hk, :], vt_s)
+                T.gemm(q_s, kt_s, acc_s, transpose_B=True, clear_accum=True)
+                for r, j in T.Parallel(rows, block_N):
+                    acc_s[r, j] = T.if_then_else(k * block_N + j <= ctx + r % q_len, acc_s[r, j],
+                                                 -T.infinity(accum))
+                _online_softmax(acc_s, m, m_prev, r_scale, r_sum, logsum, acc_o, scale,
+                                rows, block_N, dim)
+                T.copy(acc_s, p_s)
+                T.gemm(p_s, vt_s, acc_o)
+            for r, d in T.Parallel(rows, dim):
+                O[b, r % q_len, hk * group + r // q_len, d] = acc_o[r, d] / logsum[r]
+
+    return main
+
+
+# ---- MLA decode, keys walked last tile first: only the first iteration is masked ---------------
+@tilelang.jit(out_idx=[4, 5])
+def mla_decode_reversed_tiles(batch=2, heads=64, kv_lora=256, pe_dim=64, page=64,
+                              num_blocks=24, max_pages=12, threads=256):
+    """MLA decode without split over a paged [num_blocks, 64, 320] latent | rope cache, one
+    page a key tile, the tiles walked from the last: kr = 0 is the only partial tile, so only
+    it is masked (``if kr == 0``).  T.use_swizzle(10) on the (heads / 64, batch) grid; the
+    output goes through a swizzled shared tile to its slice of O, and each row's log2-sum-exp
+    is copied from the row fragment to LSE[b, h0:h0 + 64]."""
+    dim = kv_lora + pe_dim
+    block_H = 64
+    scale = dim ** -0.5 * LOG2E
+    dtype, accum = T.float16, T.float32
+
+    @T.prim_func
+    def main(Q: T.Tensor((batch, heads, dim), dtype),
+             KV: T.Tensor((num_blocks, page, dim), dtype),
+             block_table: T.Tensor((batch, max_pages), T.int32),
+             cache_seqlens: T.Tensor((batch,), T.int32),
+             O: T.Tensor((batch, heads, kv_lora), dtype),
+             LSE: T.Tensor((batch, heads), accum)):
+        with T.Kernel(heads // block_H, batch, threads=threads) as (hx, b):
+            q_s = T.alloc_shared((block_H, kv_lora), dtype)
+            qpe_s = T.alloc_shared((block_H, pe_dim), dtype)
+            kv_s = T.alloc_shared((page, kv_lora), dtype)
+            kpe_s = T.alloc_shared((page, pe_dim), dtype)
+            s_s = T.alloc_shared((block_H, page), dtype)
+            o_s = T.alloc_shared((block_H, kv_lora), dtype)
+            acc_s = T.alloc_fragment((block_H, page), accum)
+            acc_o = T.alloc_fragment((block_H, kv_lora), accum)
+            m = T.alloc_fragment((block_H,), accum)
+            m_prev = T.alloc_fragment((block_H,), accum)
+            r_scale = T.alloc_fragment((block_H,), accum)
+            r_sum = T.alloc_fragment((block_H,), accum)
+            logsum = T.alloc_fragment((block_H,), accum)
+            T.annotate_layout({o_s: tilelang.layout.make_swizzled_layout(o_s)})
+            T.use_swizzle(10)
+
+            T.copy(Q[b, hx * block_H:(hx + 1) * block_H, 0:kv_lora], q_s)
+            T.copy(Q[b, hx * block_H:(hx + 1) * block_H, kv_lora:dim], qpe_s)
+            T.fill(acc_o, 0)
+            T.fill(logsum, 0)
+            T.fill(m, -T.infinity(accum))
+            n = T.ceildiv(cache_seqlens[b], page)
+            for kr in T.Pipelined(n, num_stages=2):
+                k = n - 1 - kr
+                T.copy(KV[block_table[b, k], :, 0:kv_lora], kv_s)
+                T.copy(KV[block_table[b, k], :, kv_lora:dim], kpe_s)
+                T.gemm(q_s, kv_s, acc_s, transpose_B=True, clear_accum=True,
+                       policy=T.GemmWarpPolicy.FullCol)
+                T.gemm(qpe_s, kpe_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullCol)
+                if kr == 0:
+                    for i, j in T.Parallel(block_H, page):
+                        acc_s[i, j] = T.if_then_else(k * page + j >= cache_seqlens[b],
+                                                     -T.infinity(accum), acc_s[i, j])
+                _online_softmax(acc_s, m, m_prev, r_scale, r_sum, logsum, acc_o, scale,
+                                block_H, page, kv_lora)
+                T.copy(acc_s, s_s)
+                T.gemm(s_s, kv_s, acc_o, policy=T.GemmWarpPolicy.FullCol)
+            for i, d in T.Parallel(block_H, kv_lora):
+                acc_o[i, d] /= logsum[i]
+            for i in T.Parallel(block_H):
+                logsum[i] = T.log2(logsum[i]) + m[i] * scale
+            T.copy(logsum, LSE[b, hx * block_H:(hx + 1) * block_H])
+            T.copy(acc_o, o_s)
+            T.copy(o_s, O[b, hx * block_H:(hx + 1) * block_H, :])
+
+    return main
+
+
+# ---- int8 Q K^T with per-head / per-token scales (SageAttention-style), V in bf16 -----------
+@tilelang.jit(out_idx=[6])
+def int8_qk_decode_token_scales(batch=3, heads=32, kv_heads=4, max_len=1000, dim=128,
+                                block_N=64, threads=128):
+    """Q and K quantized to int8 (Q one scale per (b, head), K one per (b, token, kv head)):
+    S = int32(Q_q K_q^T) * q_scale * k_scale in float32, then softmax and P V with V in bf16.
+    The 8 heads of a KV head pad 16 rows; the int32 accumulator and the float scores share
+    their loops (one register layout)."""
+    group = heads // kv_heads
+    block_H = 16
+    scale = dim ** -0.5 * LOG2E
+    dtype, accum = T.bfloat16, T.float32
+
+    @T.prim_func
+    def main(Q_q: T.Tensor((batch, heads, dim), T.int8),
+             q_scale: T.Tensor((batch, heads), accum),
+             K_q: T.Tensor((batch, max_len, kv_heads, dim), T.int8),
+             k_scale: T.Tensor((batch, max_len, kv_heads), accum),
+             V: T.Tensor((batch, max_len, kv_heads, dim), dtype),
+             lengths: T.Tensor((batch,), T.int32),
+             O: T.Tensor((batch, heads, dim), dtype)):
+        with T.Kernel(kv_heads, batch, threads=threads) as (hk, b):
+            q_s = T.alloc_shared((block_H, dim), T.int8)
+            k_s = T.alloc_shared((block_N, dim), T.int8)
+            v_s = T.alloc_shared((block_N, dim), dtype)
+            ks_s = T.alloc_shared((block_N,), accum)
+            p_s = T.alloc_shared((block_H, block_N), dtype)
+            acc_i = T.alloc_fragment((block_H, block_N), T.int32)
+            acc_s = T.alloc_fragment((block_H, block_N), accum)
+            acc_o = T.alloc_fragment((block_H, dim), accum)
+            qs = T.alloc_fragment((block_H,), accum)
+            m = T.alloc_fragment((block_H,), accum)
+            m_prev = T.alloc_fragment((block_H,), accum)
+            r_scale = T.alloc_fragment((block_H,), accum)
+            r_sum = T.alloc_fragment((block_H,), accum)
+            logsum = T.alloc_fragment((block_H,), accum)
+
+            seqlen = lengths[b]
+            for i, d in T.Parallel(block_H, dim):
+                q_s[i, d] = T.if_then_else(i < group, Q_q[b, hk * group + i, d], 0)
+            for i in T.Parallel(block_H):
+                qs[i] = T.if_then_else(i < group, q_scale[b, hk * group + i], 0.0)
+            T.fill(acc_o, 0)
+            T.fill(logsum, 0)
+            T.fill(m, -T.infinity(accum))
+            for k in T.Pipelined(T.ceildiv(seqlen, block_N), num_stages=2):
+                T.copy(K_q[b, k * block_N:(k + 1) * block_N, hk, :], k_s)
+                T.copy(V[b, k * block_N:(k + 1) * block_N, hk, :], v_s)
+                for j in T.Parallel(block_N):
+                    ks_s[j] = T.if_then_else(k * block_N + j < seqlen,
+                                             k_scale[b, k * block_N + j, hk], 0.0)
+                T.gemm(q_s, k_s, acc_i, transpose_B=True, clear_accum=True)
+                for i, j in T.Parallel(block_H, block_N):
+                    acc_s[i, j] = T.if_then_else(
+                        k * block_N + j < seqlen, T.cast(acc_i[i, j], accum) * qs[i] * ks_s[j],
+                        -T.infinity(accum))
+                _online_softmax(acc_s, m, m_prev, r_scale, r_sum, logsum, acc_o, scale,
+                                block_H, block_N, dim)
+                T.copy(acc_s, p_s)
+                for j, d in T.Parallel(block_N, dim):
+                    v_s[j, d] = T.if_then_else(k * block_N + j < seqlen, v_s[j, d], 0)
+                T.gemm(p_s, v_s, acc_o)
+            for i, d in T.Parallel(block_H, dim):
+                if i < group:
+                    O[b, hk * group + i, d] = acc_o[i, d] / logsum[i]
 
     return main
