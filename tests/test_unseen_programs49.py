@@ -35,7 +35,8 @@ import unseen_programs49 as P
 f16, bf16, i32 = torch.float16, torch.bfloat16, torch.int32
 
 NAMES = ["chunked_prefill_paged", "combine_varsplit_natural_lse", "fp8_mqa_decode_fp8_gemms",
-         "fp8_paged16_decode_token_scales", "gqa_decode_alibi_softcap", "int8_qk_decode_token_scales",
+         "fp8_paged16_decode_token_scales", "gqa_decode_alibi_softcap", "gqa_decode_token_mask",
+         "int8_qk_decode_token_scales",
          "kv_append_rope_slots", "mla_decode_reversed_tiles", "mla_paged_latent576_split",
          "paged64_decode_split_combine", "spec_verify_causal_two_loops", "spec_verify_token_tree",
          "uint8_kv_decode_zero_points"]
@@ -183,6 +184,18 @@ def test_int8_qk_scales_the_int32_scores():
     assert 'tcm.tiled_mma("mma", cutlass.Int8, cutlass.Int8, cutlass.Int32, False, False, (1, 4), 64)' in body
     assert re.search(r"cutlass\.Float32\(acc_i\[tc_r\d+ \+ tc_lane\d+\]\) \* qs\[tcrow\.row_of\(acc_s, "
                      r"tc_r\d+\)\] \* tc_ld\d+", body), body
+
+
+def test_token_mask_reads_valid_rows_only():
+    body = _body("gqa_decode_token_mask")
+    # Q's 64 rows from hid * 8 by TMA (rows past the 32 heads come in as zeros)
+    assert "tct.load(Q_desc, tc_smem + 0, tc_bar4, (0, hid * 8, bid), 16384" in body
+    # the bool mask, one value per column the thread holds, read at the scores' column
+    assert "tc_ld7 = (mask[bid, k * 64 + (i5 + tc_lane6), hk] != 0)" in body
+    assert "cutlass.select_(mask_local[tcrow.col_of(acc_s, tc_r8 + tc_lane9)], acc_s[" in body
+    # only acc_o's first 8 rows reach o_s, 8 rows of O by TMA
+    assert re.search(r"if i9 < 8:\n\s+o_s\[", body), body
+    assert "tct.store(O_desc, tc_smem + 0, (0, hid * 8, bid), chunks=2, step=64, chunk_bytes=1024" in body
 
 
 # ---- on the GPU ----------------------------------------------------------------------------
@@ -467,4 +480,23 @@ def test_int8_qk_decode_token_scales_on_gpu():
         for h in range(32):
             s = (Kq[b, :n, h // 8].float() @ Qq[b, h].float()) * qs[b, h] * ks[b, :n, h // 8] / math.sqrt(128)
             ref = torch.softmax(s, -1) @ V[b, :n, h // 8].float()
+            torch.testing.assert_close(O[b, h].float(), ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+def test_gqa_decode_token_mask_on_gpu():
+    torch.manual_seed(14)
+    Q = torch.randn(2, 32, 128, device="cuda", dtype=f16)
+    K = torch.randn(2, 1000, 4, 128, device="cuda", dtype=f16)
+    V = torch.randn(2, 1000, 4, 128, device="cuda", dtype=f16)
+    mask = torch.rand(2, 1000, 4, device="cuda") > 0.3
+    mask[1, :, 2] = False  # a KV head with no token: its heads give 0
+    O = P.gqa_decode_token_mask()(Q, K, V, mask)
+    for b in range(2):
+        for h in range(32):
+            keep = mask[b, :, h // 8]
+            if not keep.any():
+                assert not O[b, h].any()
+                continue
+            ref = _attend(Q[b, h], K[b, :, h // 8], V[b, :, h // 8], keep)
             torch.testing.assert_close(O[b, h].float(), ref, rtol=2e-2, atol=2e-2)

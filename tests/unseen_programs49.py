@@ -18,7 +18,9 @@ speculative verification causal within the drafts as two pipelined loops (TileLa
 T.Pipelined(start, stop) form, the split point in a T.alloc_var(init=0)); MLA decode walking
 its pages last first with only the first iteration masked, T.use_swizzle and the row
 fragment's LSEs copied to a global slice; and SageAttention-style int8 Q K^T (mma.sync int8,
-per-head and per-token scales applied to the int32 scores).
+per-head and per-token scales applied to the int32 scores); and GQA decode with a bool token
+mask copied into a column fragment, the group's 8 rows of a 64-row wgmma tile stored from
+acc_o[:8, :].
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs49.py`` builds each to a cubin
@@ -963,5 +965,65 @@ def int8_qk_decode_token_scales(batch=3, heads=32, kv_heads=4, max_len=1000, dim
             for i, d in T.Parallel(block_H, dim):
                 if i < group:
                     O[b, hk * group + i, d] = acc_o[i, d] / logsum[i]
+
+    return main
+
+
+# ---- GQA decode with a per-token mask; a 64-row tile of which the group fills 8 ---------------
+@tilelang.jit(out_idx=[4])
+def gqa_decode_token_mask(batch=2, heads=32, kv_heads=4, seqlen=1000, dim=128, block_N=64,
+                          block_H=64, threads=128):
+    """A KV head's 8 query heads take the first 8 rows of a 64-row tile (one wgmma warpgroup):
+    Q's rows are copied from hid * 8 on, 64 of them -- rows past the heads are out of Q and
+    read as zeros -- and only acc_o[:8, :] is stored, through an (8, dim) shared tile.  A
+    token takes part where mask[b, t, hk] (bool) is set: the tile's mask is copied into a
+    (block_N,) fragment read at the scores' column.  A row all of whose tokens are masked
+    gives 0 (logsum 0)."""
+    group = heads // kv_heads
+    valid = min(block_H, group)
+    scale = dim ** -0.5 * LOG2E
+    dtype, accum = T.float16, T.float32
+
+    @T.prim_func
+    def main(Q: T.Tensor((batch, heads, dim), dtype),
+             K: T.Tensor((batch, seqlen, kv_heads, dim), dtype),
+             V: T.Tensor((batch, seqlen, kv_heads, dim), dtype),
+             mask: T.Tensor((batch, seqlen, kv_heads), T.bool),
+             O: T.Tensor((batch, heads, dim), dtype)):
+        with T.Kernel(batch, heads // valid, threads=threads) as (bid, hid):
+            q_s = T.alloc_shared((block_H, dim), dtype)
+            k_s = T.alloc_shared((block_N, dim), dtype)
+            v_s = T.alloc_shared((block_N, dim), dtype)
+            o_s = T.alloc_shared((valid, dim), dtype)
+            acc_s = T.alloc_fragment((block_H, block_N), accum)
+            acc_s_cast = T.alloc_fragment((block_H, block_N), dtype)
+            acc_o = T.alloc_fragment((block_H, dim), accum)
+            mask_local = T.alloc_fragment((block_N,), T.bool)
+            m = T.alloc_fragment((block_H,), accum)
+            m_prev = T.alloc_fragment((block_H,), accum)
+            r_scale = T.alloc_fragment((block_H,), accum)
+            r_sum = T.alloc_fragment((block_H,), accum)
+            logsum = T.alloc_fragment((block_H,), accum)
+
+            hk = hid // (group // valid)
+            T.copy(Q[bid, hid * valid:hid * valid + block_H, :], q_s)
+            T.fill(acc_o, 0)
+            T.fill(logsum, 0)
+            T.fill(m, -T.infinity(accum))
+            for k in T.Pipelined(T.ceildiv(seqlen, block_N), num_stages=2):
+                T.copy(K[bid, k * block_N:(k + 1) * block_N, hk, :], k_s)
+                T.copy(mask[bid, k * block_N:(k + 1) * block_N, hk], mask_local)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, clear_accum=True)
+                for i, j in T.Parallel(block_H, block_N):
+                    acc_s[i, j] = T.if_then_else(mask_local[j], acc_s[i, j], -T.infinity(accum))
+                _online_softmax(acc_s, m, m_prev, r_scale, r_sum, logsum, acc_o, scale,
+                                block_H, block_N, dim)
+                T.copy(acc_s, acc_s_cast)
+                T.copy(V[bid, k * block_N:(k + 1) * block_N, hk, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o)
+            for i, d in T.Parallel(block_H, dim):
+                acc_o[i, d] = T.if_then_else(logsum[i] > 0, acc_o[i, d] / logsum[i], 0)
+            T.copy(acc_o[:valid, :], o_s)
+            T.copy(o_s, O[bid, hid * valid:(hid + 1) * valid, :])
 
     return main
