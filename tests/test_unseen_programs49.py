@@ -36,10 +36,10 @@ f16, bf16, i32 = torch.float16, torch.bfloat16, torch.int32
 
 NAMES = ["chunked_prefill_paged", "combine_varsplit_natural_lse", "fp8_mqa_decode_fp8_gemms",
          "fp8_paged16_decode_token_scales", "gqa_decode_alibi_softcap", "gqa_decode_token_mask",
-         "int8_qk_decode_token_scales",
-         "kv_append_rope_slots", "mla_decode_reversed_tiles", "mla_paged_latent576_split",
-         "paged64_decode_split_combine", "spec_verify_causal_two_loops", "spec_verify_token_tree",
-         "uint8_kv_decode_zero_points"]
+         "int8_qk_decode_token_scales", "kv_append_rope_slots", "mla_decode_reversed_tiles",
+         "mla_paged_latent576_split", "paged64_decode_split_combine",
+         "spec_verify_causal_two_loops", "spec_verify_token_tree", "uint8_kv_decode_zero_points",
+         "varlen_decode_tile_scores_sink"]
 # no sm_80 cubin: float8 values convert only on sm_89+
 SM90_ONLY = {"fp8_mqa_decode_fp8_gemms", "fp8_paged16_decode_token_scales"}
 
@@ -196,6 +196,17 @@ def test_token_mask_reads_valid_rows_only():
     # only acc_o's first 8 rows reach o_s, 8 rows of O by TMA
     assert re.search(r"if i9 < 8:\n\s+o_s\[", body), body
     assert "tct.store(O_desc, tc_smem + 0, (0, hid * 8, bid), chunks=2, step=64, chunk_bytes=1024" in body
+
+
+def test_tile_scores_column_copy_and_row_walk():
+    body = _body("varlen_decode_tile_scores_sink")
+    # the tile maxima (one per row this thread holds) into column k of the swizzled table
+    assert "S_s[i11 * 16 + (k ^ (i11 & 15))] = tile_max[tc_q21]" in body
+    # the table walked by rows: each thread its rows, the 16 columns shared by a row's 4 lanes
+    assert re.search(r"h = tc_m_i\[tc_q\d+\]\n\s+for tc_c\d+ in cutlass\.range_constexpr\(4\):\n"
+                     r"\s+t = tc_c\d+ \* 4 \+ cute\.arch\.lane_idx\(\) % 4\n\s+S_s\[h \* 16 \+ \(t \^ \(h & 15\)\)\] = "
+                     r"cute\.math\.exp2\(\(S_s\[h \* 16 \+ \(t \^ \(h & 15\)\)\] - m\[tc_q\d+\]\)", body), body
+    assert "logsum[tc_q31] + cute.math.exp2(sink_s[i_5_] * cutlass.Float32(1.44269504) - m[tc_q31]" in body
 
 
 # ---- on the GPU ----------------------------------------------------------------------------
@@ -500,3 +511,26 @@ def test_gqa_decode_token_mask_on_gpu():
                 continue
             ref = _attend(Q[b, h], K[b, :, h // 8], V[b, :, h // 8], keep)
             torch.testing.assert_close(O[b, h].float(), ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+def test_varlen_decode_tile_scores_sink_on_gpu():
+    torch.manual_seed(15)
+    lens = [1, 17, 1000]
+    cu = torch.tensor([0, 1, 18, 1018], dtype=i32, device="cuda")
+    Q = torch.randn(3, 32, 128, device="cuda", dtype=bf16)
+    K = torch.randn(1018, 4, 128, device="cuda", dtype=bf16)
+    V = torch.randn(1018, 4, 128, device="cuda", dtype=bf16)
+    sinks = torch.randn(32, device="cuda")
+    O, S = P.varlen_decode_tile_scores_sink()(Q, K, V, cu, sinks)
+    for b, n in enumerate(lens):
+        for h in range(32):
+            k, v = K[cu[b]:cu[b + 1], h // 8].float(), V[cu[b]:cu[b + 1], h // 8].float()
+            s = k @ Q[b, h].float() / math.sqrt(128)
+            mx = s.max()
+            denom = torch.exp(s - mx).sum() + torch.exp(sinks[h] - mx)
+            torch.testing.assert_close(O[b, h].float(), (torch.exp(s - mx) @ v) / denom, rtol=2e-2, atol=2e-2)
+            tiles = -(-n // 64)
+            want = torch.zeros(16, device="cuda")
+            want[:tiles] = torch.stack([torch.exp(s[t * 64:(t + 1) * 64].max() - mx) for t in range(tiles)]) / denom
+            torch.testing.assert_close(S[b, h].float(), want, rtol=2e-2, atol=2e-3)

@@ -20,7 +20,9 @@ its pages last first with only the first iteration masked, T.use_swizzle and the
 fragment's LSEs copied to a global slice; and SageAttention-style int8 Q K^T (mma.sync int8,
 per-head and per-token scales applied to the int32 scores); and GQA decode with a bool token
 mask copied into a column fragment, the group's 8 rows of a 64-row wgmma tile stored from
-acc_o[:8, :].
+acc_o[:8, :]; and varlen decode with a learned sink that also returns each key tile's
+attention-mass bound (a row fragment copied into a column of a shared table, T.copy(tile_max,
+S_s[:, k]), then a T.Parallel over that table reading the row statistics).
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs49.py`` builds each to a cubin
@@ -1025,5 +1027,87 @@ def gqa_decode_token_mask(batch=2, heads=32, kv_heads=4, seqlen=1000, dim=128, b
                 acc_o[i, d] = T.if_then_else(logsum[i] > 0, acc_o[i, d] / logsum[i], 0)
             T.copy(acc_o[:valid, :], o_s)
             T.copy(o_s, O[bid, hid * valid:(hid + 1) * valid, :])
+
+    return main
+
+
+# ---- varlen decode that also returns each key tile's attention-mass bound, with sinks -------
+@tilelang.jit(out_idx=[5, 6])
+def varlen_decode_tile_scores_sink(batch=3, heads=32, kv_heads=4, max_seqlen=1000, dim=128,
+                                   block_N=64, block_H=64, threads=128):
+    """Keys packed by cu_seqlens_k ([total, kv_heads, dim], T.dynamic total).  Besides O, each
+    key tile t gets a bound on the attention mass its keys take:
+    2^((max of tile t's scores - final max) * scale) / (sum + sink) -- the tile maxima are
+    copied from a row fragment into column t of a shared (block_H, tiles) table
+    (T.copy(tile_max, S_s[:, k])), tiles past the sequence stay -inf (mass 0).  A learned
+    sink per head adds exp of itself to the denominator (gpt-oss).  The group's 8 rows of
+    64 go out through row slices of shared tiles.  Every sequence has a key (no early exit
+    here)."""
+    total = T.dynamic("total_k")
+    group = heads // kv_heads
+    valid = min(block_H, group)
+    n_tiles = (max_seqlen + block_N - 1) // block_N
+    scale = dim ** -0.5 * LOG2E
+    dtype, accum = T.bfloat16, T.float32
+
+    @T.prim_func
+    def main(Q: T.Tensor((batch, heads, dim), dtype),
+             K: T.Tensor((total, kv_heads, dim), dtype),
+             V: T.Tensor((total, kv_heads, dim), dtype),
+             cu_seqlens_k: T.Tensor((batch + 1,), T.int32),
+             sinks: T.Tensor((heads,), accum),
+             O: T.Tensor((batch, heads, dim), dtype),
+             S: T.Tensor((batch, heads, n_tiles), dtype)):
+        with T.Kernel(batch, heads // valid, threads=threads) as (bid, hid):
+            q_s = T.alloc_shared((block_H, dim), dtype)
+            k_s = T.alloc_shared((block_N, dim), dtype)
+            v_s = T.alloc_shared((block_N, dim), dtype)
+            o_s = T.alloc_shared((valid, dim), dtype)
+            S_s = T.alloc_shared((block_H, n_tiles), accum)
+            S_cast = T.alloc_shared((block_H, n_tiles), dtype)
+            sink_s = T.alloc_shared((block_H,), accum)
+            acc_s = T.alloc_fragment((block_H, block_N), accum)
+            acc_s_cast = T.alloc_fragment((block_H, block_N), dtype)
+            acc_o = T.alloc_fragment((block_H, dim), accum)
+            tile_max = T.alloc_fragment((block_H,), accum)
+            m = T.alloc_fragment((block_H,), accum)
+            m_prev = T.alloc_fragment((block_H,), accum)
+            r_scale = T.alloc_fragment((block_H,), accum)
+            r_sum = T.alloc_fragment((block_H,), accum)
+            logsum = T.alloc_fragment((block_H,), accum)
+
+            hk = hid // (group // valid)
+            k0 = cu_seqlens_k[bid]
+            seqlen = cu_seqlens_k[bid + 1] - k0
+            T.copy(Q[bid, hid * valid:hid * valid + block_H, :], q_s)
+            T.fill(S_s, -T.infinity(accum))
+            T.fill(acc_o, 0)
+            T.fill(logsum, 0)
+            T.fill(m, -T.infinity(accum))
+            for k in T.Pipelined(T.ceildiv(seqlen, block_N), num_stages=2):
+                T.copy(K[k0 + k * block_N:k0 + (k + 1) * block_N, hk, :], k_s)
+                T.clear(acc_s)
+                T.gemm(q_s, k_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block_H, block_N):
+                    acc_s[i, j] = T.if_then_else(k * block_N + j < seqlen, acc_s[i, j],
+                                                 -T.infinity(accum))
+                T.reduce_max(acc_s, tile_max, dim=1)
+                T.copy(tile_max, S_s[:, k])
+                _online_softmax(acc_s, m, m_prev, r_scale, r_sum, logsum, acc_o, scale,
+                                block_H, block_N, dim)
+                T.copy(acc_s, acc_s_cast)
+                T.copy(V[k0 + k * block_N:k0 + (k + 1) * block_N, hk, :], v_s)
+                T.gemm(acc_s_cast, v_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(sinks[hid * valid:hid * valid + block_H], sink_s)
+            for i in T.Parallel(block_H):
+                logsum[i] += T.exp2(sink_s[i] * LOG2E - m[i] * scale)
+            for i, j in T.Parallel(block_H, dim):
+                acc_o[i, j] /= logsum[i]
+            for h, t in T.Parallel(block_H, n_tiles):
+                S_s[h, t] = T.exp2((S_s[h, t] - m[h]) * scale) / logsum[h]
+            T.copy(acc_o[:valid, :], o_s)
+            T.copy(o_s, O[bid, hid * valid:(hid + 1) * valid, :])
+            T.copy(S_s, S_cast)
+            T.copy(S_cast[:valid, :], S[bid, hid * valid:(hid + 1) * valid, :])
 
     return main
