@@ -29,9 +29,35 @@ def stencil(n=1000, rows=64, cols=64):
     return shifts
 
 
+def masked_by_table(rows=32, n=6):
+    """A shared (n, n) table read only where ``i < n and j < n`` let C's ``&&`` reach it
+    (a tree-attention ancestor mask over a (rows, 64) score tile)."""
+    @T.prim_func
+    def mask(A: T.Tensor((rows, 64), T.float32), M: T.Tensor((n, n), T.int32),
+             B: T.Tensor((rows, 64), T.float32)):
+        with T.Kernel(1, threads=128) as _:
+            t = T.alloc_shared((n, n), T.int32)
+            T.copy(M, t)
+            for i, j in T.Parallel(rows, 64):
+                B[i, j] = T.if_then_else(i < n and j < n and t[i, j] == 1, A[i, j], -1.0)
+    return mask
+
+
+def test_a_read_after_and_happens_where_the_and_reaches_it():
+    """The table's element past its rows or columns is never read (the vectorizer took it
+    as read whatever the ``and``'s first operands: a two-lane vector load before them)."""
+    body = _body(tilecute.compile(masked_by_table()).get_kernel_source())
+    j = r"\(j \+ tc_lane\d+\)"
+    assert re.search(rf"if i < 6 and {j} < 6:\n\s+tc_ld\d+ = t\[i \* 6 \+ {j}\]", body), body
+    assert "t.iterator" not in body, body
+
+
+def _body(src):
+    return src[src.index("\n@cute.kernel"):src.index("\n@cute.jit")]
+
+
 def test_branch_reads_happen_under_their_condition():
-    src = tilecute.compile(stencil()).get_kernel_source()
-    body = src[src.index("\n@cute.kernel"):src.index("\n@cute.jit")]
+    body = _body(tilecute.compile(stencil()).get_kernel_source())
     j = r"\(j \+ tc_lane\d+\)"  # (the nest runs 4 lanes a thread step)
     # each shifted read of s sits in a temporary filled only where its branch is taken
     for cond, index in ((rf"{j} > 0", rf"i \* 64 \+ {j} - 1"), (rf"{j} < 63", rf"i \* 64 \+ {j} \+ 1"),
@@ -44,8 +70,9 @@ def test_branch_reads_happen_under_their_condition():
     assert re.search(r"if g < 1000:\n\s+tc_ld\d+ = X\[g\]", body), body
 
 
-def test_builds_a_cubin(tmp_path):
-    assert tilecute.build_cubin(stencil(), "sm_90a", out_dir=str(tmp_path)).kernel_names
+@pytest.mark.parametrize("program", [stencil, masked_by_table])
+def test_builds_a_cubin(program, tmp_path):
+    assert tilecute.build_cubin(program(), "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 
 @pytest.mark.gpu
@@ -63,6 +90,18 @@ def test_branch_reads_on_gpu():
     want = torch.full((1024,), -1.0, device="cuda")
     want[:1000] = x * 2
     torch.testing.assert_close(y, want)
+
+
+@pytest.mark.gpu
+def test_read_after_and_on_gpu():
+    import torch
+    a = torch.randn(32, 64, device="cuda")
+    m = (torch.rand(6, 6, device="cuda") > 0.5).to(torch.int32)
+    b = torch.empty_like(a)
+    tilecute.compile(masked_by_table())(a, m, b)
+    want = torch.full_like(a, -1.0)
+    want[:6, :6] = torch.where(m == 1, a[:6, :6], -1.0)
+    torch.testing.assert_close(b, want)
 
 
 def test_a_branch_with_an_effect_is_refused_by_name():

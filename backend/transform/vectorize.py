@@ -139,8 +139,9 @@ def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[st
             if kind not in ("row_major", "tma_swizzled"):
                 continue
             if key not in unconditional:
-                continue  # read in a branch only where it is taken (codegen/bounds.py): the
-                # element may lie outside the buffer elsewhere (s[i, j - 1] at j == 0)
+                continue  # read in a branch only where it is taken, or after an and / or's
+                # first operand only where it is reached (codegen/bounds.py): the element
+                # may lie outside the buffer elsewhere (s[i, j - 1] at j == 0)
         elif buf.scope != "global":
             continue
         dim = len(indices) - 1  # the dim the lanes run along
@@ -208,10 +209,14 @@ def _lane_invariant(ld: N.Load, j: str, written: set, buffers: dict) -> bool:
 
 
 def _taken(e):
-    """``e`` with every ``Select``'s branches dropped (its condition kept): what is read
-    whichever branch is taken."""
+    """``e`` with every ``Select``'s branches dropped (its condition kept) and every
+    ``and`` / ``or`` cut to its first operand: what is read whichever branch is taken and
+    however the operands short-circuit (``r < rows and s[r, j] == 1`` reads ``s`` only
+    where ``r < rows``, as C's ``&&`` in TileLang's CUDA)."""
     if isinstance(e, N.Select):
-        return e.cond
+        return _taken(e.cond)
+    if isinstance(e, N.Logic):
+        return _taken(e.args[0])
     if isinstance(e, N.Load):
         return e
     if isinstance(e, N.Expr):
