@@ -10,7 +10,11 @@ rows, a batched GEMM (batch in blockIdx.z) written transposed, and ``T.use_swizz
 
 CPU: each builds to an sm_90a cubin and an sm_80 one (fp8 aside: refused on sm_80, as it
 should be), and what decides its result is read in the generated source.  All built and read
-right as first written; fp8 with an MN-major B runs on CUDA cores (tilecute's documented
+right as first written but router_logits_kn_24_experts: a B stored (K, N) 24 float16 columns
+wide (48 bytes, which no 32-byte swizzle chunk tiles) was refused on sm_90a ("rows must be a
+multiple of 32 bytes") though TileLang takes it (wgmma over an unswizzled tile) and tilecute
+built it for sm_80; such a T.gemm now runs on warp mma.sync on sm_90a too
+(tests/test_gemm.py).  fp8 with an MN-major B runs on CUDA cores (tilecute's documented
 fallback: wgmma reads 8-bit operands K-major only), the values the same.
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs50.py``)."""
 
@@ -30,7 +34,8 @@ NAMES = ["bmm_z_batch_transposed_out", "decode_gemm_m1_bm16", "gemm_bias_residua
          "gemm_bm256_two_warpgroups", "gemm_fp8_b_kn", "gemm_fullcol_two_warps",
          "gemm_kblock_scales_clear_accum", "gemm_m48_half_accum_one_stage",
          "gemm_square_8warps_kpack2", "gemm_swizzle_panel16_row", "gemm_swizzle_panel8_column",
-         "gemm_transpose_a_bf16_m8", "grouped_gemm_dynamic_rows", "streamk_pipelined_ragged"]
+         "gemm_transpose_a_bf16_m8", "grouped_gemm_dynamic_rows", "router_logits_kn_24_experts",
+         "streamk_pipelined_ragged"]
 SM90_ONLY = {"gemm_fp8_b_kn"}  # fp8 operands convert on sm_89+ only
 
 _arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
@@ -90,6 +95,17 @@ def test_transpose_a_reads_a_mn_major():
     assert "(by * 64, tc_j0 * 64)" in src  # A's box: M innermost, then K
     assert 'tcm.tiled_mma("mma", cutlass.BFloat16, cutlass.BFloat16, cutlass.Float32, True, False' in \
         _body("gemm_transpose_a_bf16_m8", "sm_80")
+
+
+def test_router_with_a_24_column_mn_major_gate_runs_on_mma_sync():
+    src = _body("router_logits_kn_24_experts")
+    # (refused on sm_90a before: no swizzle chunk tiles 48-byte rows)
+    assert 'tcm.tiled_mma("mma", cutlass.Float16, cutlass.Float16, cutlass.Float32, False, True, (4, 1), 24)' in src
+    assert "# TMA load of a 64x24 box of Wg" in src  # the gate's tile unswizzled, by TMA
+    assert re.search(r"tcm\.gemm_warp\(tc_mma0, tc_tid, acc, tcm\.operand\(.*\), tcm\.simt_operand\(.*"
+                     r"cutlass\.Float16, 64, 24, True\)", src)
+    assert "Wg_desc = tct.placeholder(Wg_ptr, cutlass.Float16, (64, 24), 0)" in \
+        rounds.source(P.router_logits_kn_24_experts.get_tir())
 
 
 def test_bias_residual_epilogue_adds_in_float32_then_rounds_once():
@@ -255,6 +271,14 @@ def test_gemm_transpose_a_bf16_m8_on_gpu():
     A = torch.randn(200, 8, device="cuda", dtype=bf16)
     B = torch.randn(136, 200, device="cuda", dtype=bf16) * 0.1
     rounds.close(P.gemm_transpose_a_bf16_m8()(A, B), _ref(A.T, B.T), 3e-2)
+
+
+@pytest.mark.gpu
+def test_router_logits_kn_24_experts_on_gpu():
+    torch.manual_seed(13)
+    x = torch.randn(150, 512, device="cuda", dtype=f16)
+    Wg = torch.randn(512, 24, device="cuda", dtype=f16) * 0.05
+    rounds.close(P.router_logits_kn_24_experts()(x, Wg), _ref(x, Wg), 1e-2)
 
 
 @pytest.mark.gpu

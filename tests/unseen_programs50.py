@@ -2,7 +2,8 @@
 TileLang): GEMMs at the edges of their shapes and schedules -- a one-row decode GEMM on a
 16-row tile with four pipeline stages, a K tail and N not a multiple of 8; 48 rows on a 64-row
 wgmma tile with a float16 accumulator and one stage; A given (K, M) (``transpose_A``) in
-bfloat16 on wgmma with eight rows; an fp32 accumulator written as bfloat16 after a fused bias
+bfloat16 on wgmma with eight rows; a router's logits with the gate stored (D, 24) (B
+MN-major and 48 bytes wide); an fp32 accumulator written as bfloat16 after a fused bias
 and residual, N ragged; an fp8 GEMM whose B is (K, N) (MN-major, which wgmma's 8-bit operands
 never are); ``policy=Square`` on eight warps with ``k_pack=2``; ``FullCol`` on two warps;
 a 256-row tile over two warpgroups; per-K-block scales with ``clear_accum=True`` inside the
@@ -84,6 +85,30 @@ def gemm_transpose_a_bf16_m8(M=8, N=136, K=200, block_M=64, block_N=64, block_K=
                 T.copy(B[bx * block_N, ko * block_K], B_s)
                 T.gemm(A_s, B_s, acc, transpose_A=True, transpose_B=True)
             T.copy(acc, C[by * block_M, bx * block_N])
+
+    return main
+
+
+# ---- B stored (K, N) with 24 columns: a router's logits ----------------------------------------
+@tilelang.jit(out_idx=[-1])
+def router_logits_kn_24_experts(D=512, E=24, block_M=64, block_K=64):
+    """logits = x @ Wg for 24 experts, the gate stored (D, E) (no ``transpose_B``): B's tile
+    is 24 float16 columns (48 bytes) wide, which no 32-byte swizzle chunk tiles.  T.dynamic
+    tokens."""
+    M = T.dynamic("tokens")
+
+    @T.prim_func
+    def main(x: T.Tensor((M, D), T.float16), Wg: T.Tensor((D, E), T.float16), logits: T.Tensor((M, E), T.float32)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bm:
+            x_s = T.alloc_shared((block_M, block_K), T.float16)
+            W_s = T.alloc_shared((block_K, E), T.float16)
+            acc = T.alloc_fragment((block_M, E), T.float32)
+            T.clear(acc)
+            for ko in T.Pipelined(T.ceildiv(D, block_K), num_stages=3):
+                T.copy(x[bm * block_M, ko * block_K], x_s)
+                T.copy(Wg[ko * block_K, 0], W_s)
+                T.gemm(x_s, W_s, acc)
+            T.copy(acc, logits[bm * block_M, 0])
 
     return main
 
