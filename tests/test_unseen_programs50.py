@@ -4,7 +4,8 @@ stages, K and N ragged), 48 rows with a float16 accumulator and one stage, ``tra
 bfloat16 with eight rows, a bfloat16 epilogue reading bias and residual, fp8 with B (K, N),
 ``policy=Square`` on eight warps with ``k_pack=2``, ``FullCol`` on two warps, a 256-row tile
 on two warpgroups, per-K-block scales with ``clear_accum=True`` in the K loop, stream-K with a
-runtime ``T.Pipelined`` extent and atomic fixup, a grouped GEMM over a ``T.dynamic`` number of
+runtime ``T.Pipelined`` extent and atomic fixup (alone, and ahead of data-parallel tiles in one
+launch), a grouped GEMM over a ``T.dynamic`` number of
 rows, a batched GEMM (batch in blockIdx.z) written transposed, and ``T.use_swizzle`` panels of
 16 (rows) and 8 (columns) over grids no multiple of the panel.
 
@@ -35,7 +36,7 @@ NAMES = ["bmm_z_batch_transposed_out", "decode_gemm_m1_bm16", "gemm_bias_residua
          "gemm_kblock_scales_clear_accum", "gemm_m48_half_accum_one_stage",
          "gemm_square_8warps_kpack2", "gemm_swizzle_panel16_row", "gemm_swizzle_panel8_column",
          "gemm_transpose_a_bf16_m8", "grouped_gemm_dynamic_rows", "router_logits_kn_24_experts",
-         "streamk_pipelined_ragged"]
+         "streamk_hybrid_dp_tail", "streamk_pipelined_ragged"]
 SM90_ONLY = {"gemm_fp8_b_kn"}  # fp8 operands convert on sm_89+ only
 
 _arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
@@ -164,6 +165,22 @@ def test_streamk_pipelines_a_runtime_k_range():
     assert re.search(r"if tm \* 64 \+ i < 200:\s+if tm \* 64 \+ i >= 0:\s+tca\.atomic_add\(C, "
                      r"\(tm \* 64 \+ i, tn \* 64 \+ \(j \+ tc_lane\d+\)\), acc\[", src)
     assert "it[0] = it[0] + (k_end - k0)" in src
+
+
+def test_streamk_hybrid_stores_whole_tiles_and_adds_partial_ones():
+    src = _body("streamk_hybrid_dp_tail")
+    # 16 x 128 tiles on two warps side by side (mma.sync: 16 rows)
+    assert 'tcm.accumulator("mma", (1, 2), (16, 128), cutlass.Float32, tc_tid)' in src
+    assert "it[0] = pid * 15 + cutlass.min(pid, 0)" in src
+    assert "end[0] = cutlass.min(it[0] + (10 - (it[0] - it[0] // 10 * 10)), last)" in src
+    assert "for k in cutlass.range(0, end[0] - it[0] - 0):" in src
+    whole, partial = src.split("if k0 == 0 and end[0] - end[0] // 10 * 10 == 0:", 1)[1].split("        else:", 1)
+    assert ".store(tc_vec" in whole and "atomic" not in whole
+    assert "tca.atomic_add_view(" in partial.split("it[0] = end[0]", 1)[0]
+    # then three rounds of whole tiles after the 6 stream-K ones, one stage (no prefetch)
+    dp = src.split("for r in cutlass.range(0, 3):", 1)[1]
+    assert "tile_1_ = 6 + r * 4 + pid" in dp and "for k_1_ in cutlass.range(0, 10):" in dp
+    assert dp.index("cute.arch.sync_threads()") < dp.index("tcc.copy_async(")  # the stream-K tiles' reads done
 
 
 def test_grouped_gemm_finds_its_group_and_masks_rows():
@@ -341,6 +358,16 @@ def test_streamk_pipelined_ragged_on_gpu():
     B = torch.randn(192, 448, device="cuda", dtype=f16)
     C = torch.zeros(200, 192, device="cuda")
     P.streamk_pipelined_ragged()(A, B, C)
+    rounds.close(C, _ref(A, B.T), 1e-3)
+
+
+@pytest.mark.gpu
+def test_streamk_hybrid_dp_tail_on_gpu():
+    torch.manual_seed(14)
+    A = torch.randn(96, 320, device="cuda", dtype=f16)
+    B = torch.randn(384, 320, device="cuda", dtype=f16)
+    C = torch.zeros(96, 384, device="cuda")
+    P.streamk_hybrid_dp_tail()(A, B, C)
     rounds.close(C, _ref(A, B.T), 1e-3)
 
 

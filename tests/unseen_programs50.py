@@ -8,7 +8,8 @@ and residual, N ragged; an fp8 GEMM whose B is (K, N) (MN-major, which wgmma's 8
 never are); ``policy=Square`` on eight warps with ``k_pack=2``; ``FullCol`` on two warps;
 a 256-row tile over two warpgroups; per-K-block scales with ``clear_accum=True`` inside the
 K loop; stream-K whose K range per block runs under ``T.Pipelined`` with a runtime extent and
-atomics for the fixup; a grouped GEMM over a ``T.dynamic`` number of rows with an offsets
+atomics for the fixup, and stream-K ahead of data-parallel tiles in one launch (16-row
+tiles on two warps); a grouped GEMM over a ``T.dynamic`` number of rows with an offsets
 tensor; a batched GEMM with the batch in blockIdx.z whose output is written transposed; and
 ``T.use_swizzle`` with panels of 16 (row order) and 8 (column order) over ragged grids.
 
@@ -292,6 +293,69 @@ def streamk_pipelined_ragged(M=200, N=192, K=448, block_M=64, block_N=64, block_
                     if tm * block_M + i < M:
                         T.atomic_add(C[tm * block_M + i, tn * block_N + j], acc[i, j])
                 it = it + (k_end - k0)
+
+    return main
+
+
+# ---- stream-K then data-parallel tiles in one launch, 16-row tiles on two warps ------------------
+@tilelang.jit
+def streamk_hybrid_dp_tail(M=96, N=384, K=320, block_M=16, block_N=128, block_K=32, programs=4):
+    """Of the 6 x 3 = 18 output tiles, the first 6 (18 % 4, plus one round of 4 as there are
+    more than 4 left) are shared stream-K style by the 4 programs (60 K iterations, 15
+    each); a program's range inside one tile is a ``T.Pipelined`` loop of runtime extent,
+    stored plainly when it covers the whole tile and added by float32 atomics otherwise;
+    then the programs take the other 12 tiles whole, one each per round (``T.serial`` over
+    3 rounds, ``num_stages=1``, their own shared tiles).  The counters are one-element
+    ``T.alloc_fragment(..., "local")`` buffers; 64 threads."""
+    tiles_n = T.ceildiv(N, block_N)
+    iters = T.ceildiv(K, block_K)
+    total_tiles = T.ceildiv(M, block_M) * tiles_n
+    sk_tiles = total_tiles % programs
+    if total_tiles - sk_tiles > programs:
+        sk_tiles += programs
+    per_program = sk_tiles * iters // programs
+    extra = sk_tiles * iters % programs
+    dp_rounds = (total_tiles - sk_tiles) // programs
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), B: T.Tensor((N, K), T.float16), C: T.Tensor((M, N), T.float32)):
+        with T.Kernel(programs, threads=64) as pid:
+            A_s = T.alloc_shared((block_M, block_K), T.float16)
+            B_s = T.alloc_shared((block_N, block_K), T.float16)
+            A_dp = T.alloc_shared((block_M, block_K), T.float16)
+            B_dp = T.alloc_shared((block_N, block_K), T.float16)
+            acc = T.alloc_fragment((block_M, block_N), T.float32)
+            it = T.alloc_fragment((1,), T.int32, "local")
+            end = T.alloc_fragment((1,), T.int32, "local")
+            it[0] = pid * per_program + T.min(pid, extra)
+            last = (pid + 1) * per_program + T.min(pid + 1, extra)
+            while it[0] < last:
+                end[0] = T.min(it[0] + (iters - it[0] % iters), last)
+                tile = it[0] // iters
+                k0 = it[0] % iters
+                tm = tile // tiles_n
+                tn = tile % tiles_n
+                T.clear(acc)
+                for k in T.Pipelined(end[0] - it[0], num_stages=2):
+                    T.copy(A[tm * block_M, (k0 + k) * block_K], A_s)
+                    T.copy(B[tn * block_N, (k0 + k) * block_K], B_s)
+                    T.gemm(A_s, B_s, acc, transpose_B=True)
+                if k0 == 0 and end[0] % iters == 0:
+                    T.copy(acc, C[tm * block_M, tn * block_N])
+                else:
+                    for i, j in T.Parallel(block_M, block_N):
+                        T.atomic_add(C[tm * block_M + i, tn * block_N + j], acc[i, j])
+                it[0] = end[0]
+            for r in T.serial(dp_rounds):
+                tile = sk_tiles + r * programs + pid
+                tm = tile // tiles_n
+                tn = tile % tiles_n
+                T.clear(acc)
+                for k in T.Pipelined(iters, num_stages=1):
+                    T.copy(A[tm * block_M, k * block_K], A_dp)
+                    T.copy(B[tn * block_N, k * block_K], B_dp)
+                    T.gemm(A_dp, B_dp, acc, transpose_B=True)
+                T.copy(acc, C[tm * block_M, tn * block_N])
 
     return main
 
