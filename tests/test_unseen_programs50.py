@@ -1,13 +1,13 @@
 """A fiftieth set of programs in TileLang's idioms (tests/unseen_programs50.py): GEMMs at the
 edges of their shapes and schedules -- decode shapes (one row on a 16-row mma.sync tile, four
 stages, K and N ragged), 48 rows with a float16 accumulator and one stage, ``transpose_A`` in
-bfloat16 with eight rows, a bfloat16 epilogue reading bias and residual, fp8 with B (K, N),
-``policy=Square`` on eight warps with ``k_pack=2``, ``FullCol`` on two warps, a 256-row tile
-on two warpgroups, per-K-block scales with ``clear_accum=True`` in the K loop, stream-K with a
-runtime ``T.Pipelined`` extent and atomic fixup (alone, and ahead of data-parallel tiles in one
-launch), a grouped GEMM over a ``T.dynamic`` number of
-rows, a batched GEMM (batch in blockIdx.z) written transposed, and ``T.use_swizzle`` panels of
-16 (rows) and 8 (columns) over grids no multiple of the panel.
+bfloat16 with eight rows, a gate stored (D, 24), a bfloat16 epilogue reading bias and residual
+(from global, and staged through shared), fp8 with B (K, N), ``policy=Square`` on eight warps
+with ``k_pack=2``, ``FullCol`` on two warps, a 256-row tile on two warpgroups, per-K-block
+scales with ``clear_accum=True`` in the K loop, stream-K with a runtime ``T.Pipelined`` extent
+and atomic fixup (alone, and ahead of data-parallel tiles in one launch), a grouped GEMM over a
+``T.dynamic`` number of rows, a batched GEMM (batch in blockIdx.z) written transposed, and
+``T.use_swizzle`` panels of 16 (rows) and 8 (columns) over grids no multiple of the panel.
 
 CPU: each builds to an sm_90a cubin and an sm_80 one (fp8 aside: refused on sm_80, as it
 should be), and what decides its result is read in the generated source.  All built and read
@@ -32,6 +32,7 @@ import unseen_programs50 as P
 f16, bf16 = torch.float16, torch.bfloat16
 
 NAMES = ["bmm_z_batch_transposed_out", "decode_gemm_m1_bm16", "gemm_bias_residual_bf16",
+         "gemm_bias_residual_staged_bf16",
          "gemm_bm256_two_warpgroups", "gemm_fp8_b_kn", "gemm_fullcol_two_warps",
          "gemm_kblock_scales_clear_accum", "gemm_m48_half_accum_one_stage",
          "gemm_square_8warps_kpack2", "gemm_swizzle_panel16_row", "gemm_swizzle_panel8_column",
@@ -114,6 +115,19 @@ def test_bias_residual_epilogue_adds_in_float32_then_rounds_once():
     assert "if m < 200 and n < 250:" in src
     assert "out[m, n] = cutlass.BFloat16(acc[" in src and "+ bias[n] + cutlass.Float32(res[m, n]))" in src
     assert 'tcm.accumulator("wgmma", (2, 1), (128, 128), cutlass.Float32, tc_tid)' in src
+
+
+def test_staged_epilogue_reads_bias_and_residual_from_shared():
+    src = _body("gemm_bias_residual_staged_bf16")
+    assert "tct.load(bias_desc, tc_smem + 49152, tc_bar2, (bx * 128,), 256)" in src  # zero past 250
+    # the residual rows are 500 bytes: cp.async of 4-byte pairs, masked at the ragged edge
+    assert "if by * 64 + i1 < 200 and bx * 128 + (i2 + 1) < 250:" in src
+    epi = src.split("tct.wait(tc_bar2, 0)", 1)[1]
+    assert epi.index("cute.arch.cp_async_wait_group(0)") < epi.index("bias_s.iterator")
+    assert re.search(r"acc\[(\w+) \+ (\w+)\] = acc\[\1 \+ \2\] \+ \(cutlass\.Float32\(tc_vec\d+\[\2\]\) \+ "
+                     r"cutlass\.Float32\(tc_vec\d+\[\2\]\)\)", epi)
+    assert "tc_vec12[tc_lane13] = cutlass.BFloat16(acc[" in epi
+    assert "out[by * 64 + i7, bx * 128 + (i8 + tc_lane19)] = out_s[" in epi
 
 
 def test_fp8_with_mn_major_b_runs_on_cuda_cores():
@@ -307,6 +321,17 @@ def test_gemm_bias_residual_bf16_on_gpu():
     res = torch.randn(200, 250, device="cuda", dtype=bf16)
     out = P.gemm_bias_residual_bf16()(x, W, bias, res)
     rounds.close(out, _ref(x, W.T) + bias + res.float(), 3e-2)
+
+
+@pytest.mark.gpu
+def test_gemm_bias_residual_staged_bf16_on_gpu():
+    torch.manual_seed(15)
+    x = torch.randn(200, 192, device="cuda", dtype=bf16)
+    W = torch.randn(250, 192, device="cuda", dtype=bf16) * 0.05
+    bias = torch.randn(250, device="cuda", dtype=bf16)
+    res = torch.randn(200, 250, device="cuda", dtype=bf16)
+    out = P.gemm_bias_residual_staged_bf16()(x, W, bias, res)
+    rounds.close(out, _ref(x, W.T) + bias.float() + res.float(), 3e-2)
 
 
 @pytest.mark.gpu

@@ -4,7 +4,7 @@ TileLang): GEMMs at the edges of their shapes and schedules -- a one-row decode 
 wgmma tile with a float16 accumulator and one stage; A given (K, M) (``transpose_A``) in
 bfloat16 on wgmma with eight rows; a router's logits with the gate stored (D, 24) (B
 MN-major and 48 bytes wide); an fp32 accumulator written as bfloat16 after a fused bias
-and residual, N ragged; an fp8 GEMM whose B is (K, N) (MN-major, which wgmma's 8-bit operands
+and residual, N ragged (read from global, and staged through shared tiles); an fp8 GEMM whose B is (K, N) (MN-major, which wgmma's 8-bit operands
 never are); ``policy=Square`` on eight warps with ``k_pack=2``; ``FullCol`` on two warps;
 a 256-row tile over two warpgroups; per-K-block scales with ``clear_accum=True`` inside the
 K loop; stream-K whose K range per block runs under ``T.Pipelined`` with a runtime extent and
@@ -138,6 +138,38 @@ def gemm_bias_residual_bf16(M=200, N=250, K=256, block_M=128, block_N=128, block
                 n = bx * block_N + j
                 if m < M and n < N:
                     out[m, n] = T.cast(acc[i, j] + bias[n] + T.cast(res[m, n], T.float32), T.bfloat16)
+
+    return main
+
+
+@tilelang.jit(out_idx=[-1])
+def gemm_bias_residual_staged_bf16(M=200, N=250, K=192, block_M=64, block_N=128, block_K=64, num_stages=2):
+    """The same epilogue staged through shared memory: the bias slice (``T.copy`` of a 1-D
+    range) and the residual tile come into shared tiles during the K loop's shadow, the
+    accumulator takes both, goes to a bfloat16 shared tile and out by one ``T.copy``; the
+    ragged N (250) cuts the bias, residual and output tiles."""
+
+    @T.prim_func
+    def main(x: T.Tensor((M, K), T.bfloat16), W: T.Tensor((N, K), T.bfloat16), bias: T.Tensor((N,), T.bfloat16),
+             res: T.Tensor((M, N), T.bfloat16), out: T.Tensor((M, N), T.bfloat16)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            x_s = T.alloc_shared((block_M, block_K), T.bfloat16)
+            W_s = T.alloc_shared((block_N, block_K), T.bfloat16)
+            bias_s = T.alloc_shared((block_N,), T.bfloat16)
+            res_s = T.alloc_shared((block_M, block_N), T.bfloat16)
+            out_s = T.alloc_shared((block_M, block_N), T.bfloat16)
+            acc = T.alloc_fragment((block_M, block_N), T.float32)
+            T.copy(bias[bx * block_N], bias_s)
+            T.copy(res[by * block_M, bx * block_N], res_s)
+            T.clear(acc)
+            for ko in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(x[by * block_M, ko * block_K], x_s)
+                T.copy(W[bx * block_N, ko * block_K], W_s)
+                T.gemm(x_s, W_s, acc, transpose_B=True)
+            for i, j in T.Parallel(block_M, block_N):
+                acc[i, j] += T.cast(bias_s[j], T.float32) + T.cast(res_s[i, j], T.float32)
+            T.copy(acc, out_s)
+            T.copy(out_s, out[by * block_M, bx * block_N])
 
     return main
 
