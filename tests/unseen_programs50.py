@@ -46,10 +46,10 @@ def decode_gemm_m1_bm16(M=1, N=100, K=300, block_M=16, block_N=32, block_K=64, n
 
 # ---- 48 rows, float16 accumulator, one stage ----------------------------------------------------
 @tilelang.jit(out_idx=[-1])
-def gemm_m48_half_accum_one_stage(M=48, N=96, K=160, block_M=64, block_N=64, block_K=32, num_stages=1):
+def gemm_m48_half_accum_one_stage(M=48, N=96, K=176, block_M=64, block_N=64, block_K=32, num_stages=1):
     """C = A @ B with B given (K, N) and a float16 accumulator (``accum_dtype=T.float16``);
     ``num_stages=1`` (no overlap); M = 48 fills three quarters of the tile, N = 96 half of the
-    second column of tiles."""
+    second column of tiles, K = 176 half of the last K step."""
     accum_dtype = T.float16
 
     @T.prim_func
