@@ -366,7 +366,6 @@ def _mm(a_shape, b_shape, c_shape, dtype="float16", c_dtype="float32", threads=1
 @pytest.mark.parametrize("args,kw,arch,match", [
     (((64, 32), (64, 64), (64, 64)), {}, "sm_90a", r"shapes do not chain"),
     (((64, 32), (32, 64), (64, 64)), dict(threads=96), "sm_90a", r"warpgroups of 128 threads"),
-    (((64, 16), (16, 8), (64, 8)), {}, "sm_90a", r"rows must be a multiple of 32 bytes"),
 ])
 def test_errors_name_the_kernel_and_operands(args, kw, arch, match):
     # (float16 accumulators, float8 MN-major or on sm_80, and archs without tensor cores
@@ -375,6 +374,64 @@ def test_errors_name_the_kernel_and_operands(args, kw, arch, match):
     with pytest.raises(GemmError, match=match) as e:
         lower(_mm(*args, **kw), arch)
     assert "prim_func 'mm'" in str(e.value) and "T.gemm(a, b, c)" in str(e.value)
+
+
+def _mm_b_columns(lo, hi):
+    """A T.gemm reading columns [lo, hi) of a (32, 64) shared B stored (K, N)."""
+
+    @T.prim_func
+    def mm(A: T.Tensor((256, 256), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((64, 32), "float16")
+            b = T.alloc_shared((32, 64), "float16")
+            c = T.alloc_fragment((64, hi - lo), "float32")
+            T.clear(c)
+            T.gemm(a, b[:, lo:hi], c)
+            for i, j in T.Parallel(64, hi - lo):
+                A[i, j] = T.Cast("float16", c[i, j])
+    return mm
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_a_part_off_the_swizzle_chunks_is_refused(arch):
+    with pytest.raises(GemmError, match=r"prim_func 'mm': T\.gemm\(a, b\[0:32, 8:16\], c\): B \('b'\) is "
+                                        r"32 x 64 float16: its rows must be a multiple of 32 bytes.*"
+                                        r"start and end on 32-byte chunks"):
+        lower(_mm_b_columns(8, 16), arch)
+
+
+@pytest.mark.parametrize("n", [8, 24])
+def test_mn_major_b_no_swizzle_tiles_runs_on_mma_sync(tmp_path, n):
+    """B stored (K, N) with 8 or 24 columns of float16 (16 / 48 bytes: no 32-byte swizzle
+    chunk tiles them) on sm_90a: TileLang takes it (wgmma over an unswizzled tile); here
+    warp mma.sync, which reads the rows as they are, as on sm_80 (it was refused)."""
+    plan = lower(_mm((64, 16), (16, n), (64, n)), "sm_90a")
+    assert _layouts(plan)["c"].mma == "mma" and _layouts(plan)["b"].kind == "row_major"
+    assert _layouts(plan)["a"].kind == "tma_swizzled"
+    _cubin(plan, tmp_path)
+    # 16 columns (32 bytes) stay on wgmma
+    assert _layouts(lower(_mm((64, 16), (16, 16), (64, 16)), "sm_90a"))["c"].mma == "wgmma"
+
+
+def _wgmma_gemm_kn_b(n):
+    @T.prim_func
+    def mm(A: T.Tensor((256, 256), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((64, 16), "float16")
+            b = T.alloc_shared((16, n), "float16")
+            c = T.alloc_fragment((64, n), "float32")
+            T.clear(c)
+            T.wgmma_gemm(a, b, c)
+            for i, j in T.Parallel(64, n):
+                A[i, j] = T.Cast("float16", c[i, j])
+    return mm
+
+
+def test_wgmma_gemm_names_the_unswizzled_operand():
+    with pytest.raises(GemmError, match=r"T\.wgmma_gemm runs on wgmma only: B \('b'\) is 16 x 24 float16: "
+                                        r"its rows must be a multiple of 32 bytes .*\(wgmma reads its "
+                                        r"shared operands swizzled\); T\.gemm would run it on mma\.sync"):
+        lower(_wgmma_gemm_kn_b(24), "sm_90a")
 
 
 # ---- cubins --------------------------------------------------------------------------------

@@ -30,7 +30,8 @@ Families (``runtime/cute/mma.py`` issues them), by operand -> accumulator dtype
   (-> float32), for float32 (as tf32; K-major operands only) on every arch, since
   CuTe DSL has no tf32 wgmma atom, and for int8/uint8 (-> int32, m16n8k32; K-major
   operands only) below sm_90a and for tiles wgmma cannot take with the block's
-  warpgroups (a 32-row tile, TileLang's w4a8 dequant GEMM), as TileLang.  Warps are
+  warpgroups (a 32-row tile, TileLang's w4a8 dequant GEMM), as TileLang, or whose shared
+  operand no swizzle chunk tiles (B stored (K, N), 8 or 24 float16 columns).  Warps are
   arranged ``(warps_m, warps_n)`` over the tile by the policy; T.gemms whose rows meet
   share one arrangement, and those whose row statistics meet such a T.gemm's join it on
   mma.sync where wgmma could take them (:meth:`_Kernel.shared_partitions`).
@@ -313,10 +314,13 @@ class _Kernel:
             wgmma_warps(m, n, self.threads // WARPGROUP, s.policy)
         if family == "wgmma" and a.dtype in MMA_TYPES and (
                 wg_warps is None or not all(wgmma_part_swizzle(s, w, o.dtype, wg_warps, m, n)
-                                            for w, o in (("A", a), ("B", b)))) and \
+                                            for w, o in (("A", a), ("B", b))) or
+                not all(self.swizzled_rows(o) for o in (a, b) if o.scope == "shared")) and \
                 self.threads % WARP == 0 and mma_warps(m, n, self.threads // WARP, s.policy, a_regs):
-            # wgmma cannot tile it with these threads (or cannot read the warpgroups' parts of
-            # an MN-major operand: 24 columns of 16-bit B each): warp mma.sync, as TileLang
+            # wgmma cannot tile it with these threads, or cannot read an operand (the
+            # warpgroups' parts of an MN-major one: 24 columns of 16-bit B each; a shared
+            # tile no swizzle chunk tiles: B stored (K, N) with 8 or 24 columns of 16-bit
+            # values, which TileLang reads unswizzled): warp mma.sync, which reads such rows
             family = "mma"
         if family == "wgmma" and id(s) in self.moved:
             family = "mma"  # (with the T.gemms it shares rows with: shared_partitions)
@@ -426,12 +430,7 @@ class _Kernel:
                     self.set_layout(s, buf.name, N.Layout("row_major"))
                     continue
             if not swizzle or rows % 8:
-                self.fail(s, f"{what} ('{buf.name}') is {rows} x {cols} {buf.dtype}: its rows must "
-                             "be a multiple of 32 bytes and its row count a multiple of 8"
-                             + ("" if swizzle or bounds % (row_bytes) == 0 else
-                                f"; and the column ranges T.gemm reads of it (at a multiple of "
-                                f"{bounds} bytes) must start and end on 32-byte chunks of the "
-                                "swizzled layout"))
+                self.fail(s, self.unswizzled(buf, what, swizzle))
             self.check_rows(s, buf, what, s.a_part if buf is a else s.b_part)
             if given is not None and given.kind == "tma_swizzled" and \
                     math.gcd(row_bytes, bounds) % given.swizzle:
@@ -451,6 +450,28 @@ class _Kernel:
         self.set_layout(s, c.name, N.Layout("mma", threads=self.threads, mma=family, warps=warps,
                                             first_thread=self.first))
         return family
+
+    def swizzled_rows(self, buf: N.Buffer) -> int:
+        """The widest swizzle whose chunks tile the rows of the shared operand ``buf`` (and
+        the column ranges T.gemms read of it), 0 where none does or its row count is no
+        multiple of 8: the layouts a tensor-core operand takes beside mma.sync's row-major
+        one (:meth:`plan`)."""
+        rows, cols = (int(d.value) for d in buf.shape[-2:])
+        row_bytes = storage_bytes(buf.dtype, cols)  # (int4: two elements a byte)
+        swizzle = operand_swizzle(math.gcd(row_bytes, self.part_bounds.get(buf.name, row_bytes)))
+        return swizzle if rows % 8 == 0 else 0
+
+    def unswizzled(self, buf: N.Buffer, what: str, swizzle: int = 0) -> str:
+        """Why the shared operand ``buf`` cannot be read with ``swizzle`` (0: none tiles its
+        rows, :meth:`swizzled_rows`; else its row count is no multiple of 8)."""
+        rows, cols = (int(d.value) for d in buf.shape[-2:])
+        row_bytes = storage_bytes(buf.dtype, cols)
+        bounds = self.part_bounds.get(buf.name, row_bytes)
+        return (f"{what} ('{buf.name}') is {rows} x {cols} {buf.dtype}: its rows must be a "
+                "multiple of 32 bytes and its row count a multiple of 8"
+                + ("" if swizzle or bounds % row_bytes == 0 else
+                   f"; and the column ranges T.gemm reads of it (at a multiple of {bounds} "
+                   "bytes) must start and end on 32-byte chunks of the swizzled layout"))
 
     def a_from_registers(self, s: N.Gemm, a: N.Buffer, b: N.Buffer, c: N.Buffer) -> bool:
         """Whether an MMA reads the fragment ``a`` from registers as it is: K-major (no
@@ -592,6 +613,10 @@ class _Kernel:
                           f"columns each of B, stored (K, N): {part * DTYPES[dtype].bytes} bytes, "
                           "which no 32-, 64- or 128-byte swizzle chunk tiles (wgmma reads an "
                           "MN-major operand in whole chunks)")
+            for what, name in (("A", s.a), ("B", s.b)):
+                buf = self.buffers[name]
+                if warps is not None and buf.scope == "shared" and not self.swizzled_rows(buf):
+                    reason = f"{self.unswizzled(buf, what)} (wgmma reads its shared operands swizzled)"
         self.fail(s, f"T.wgmma_gemm runs on wgmma only: {reason}; T.gemm would run it on "
                      f"{family if family == 'simt' else 'mma.sync'}")
 
