@@ -185,28 +185,22 @@ def test_an_unused_tensors_dim_expression_is_checked_only_when_given():
         kernel(torch.randn(300), x, torch.empty(300))
 
 
-DRIVE = r"""
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import tvm_ffi
-from fake_cuda import FakeTensor, open_driver
-paths = json.loads(sys.argv[2])
-cuda = open_driver()
-mod = tvm_ffi.load_module(paths["launcher"])
-mod["__tilecute_set_cubin"](paths["cubin"])
-out = FakeTensor((1,), "int32", data=0x900000, device="cuda:1")
-mod["count"](None, FakeTensor((7,), "int32", data=0x100000, device="cuda:1"), None, out)
-mod["count"](None, None, FakeTensor((9, 2), "int32", data=0x200000, device="cuda:1"), out)
-print(json.dumps(cuda.fake_log().decode().splitlines()))
+# after fake_cuda.DRIVE_HEAD (the fake driver `cuda`, the launcher `mod`, the JSON `out`)
+DRIVE_CALLS = r"""
+out_t = FakeTensor((1,), "int32", data=0x900000, device="cuda:1")
+mod["count"](None, FakeTensor((7,), "int32", data=0x100000, device="cuda:1"), None, out_t)
+mod["count"](None, None, FakeTensor((9, 2), "int32", data=0x200000, device="cuda:1"), out_t)
+out["log"] = cuda.fake_log().decode().splitlines()
+print(json.dumps(out))
 """
 
 
 def test_the_kernel_gets_the_symbol_of_the_carrier_given(tmp_path):
     pytest.importorskip("tvm_ffi")
-    from fake_cuda import drive_launcher, parse_launch
+    from fake_cuda import DRIVE_HEAD, drive_launcher, parse_launch
 
-    _, log = drive_launcher(lower(count_of(), "sm_90a").abi, tmp_path, DRIVE)
-    launches = [parse_launch(x) for x in log if x.startswith("launch")]
+    _, out = drive_launcher(lower(count_of(), "sm_90a").abi, tmp_path, DRIVE_HEAD + DRIVE_CALLS)
+    launches = [parse_launch(x) for x in out["log"] if x.startswith("launch")]
     null = (0).to_bytes(8, "little").hex()
     assert [(x["device"], x["params"]) for x in launches] == [
         ("1", [null, (0x100000).to_bytes(8, "little").hex(), null,
