@@ -173,6 +173,31 @@ def test_a_lone_or_unread_carrier_left_none_binds_zero():
         kernel(None, torch.zeros(4, dtype=torch.float16), out)  # k = 0 (as TileLang binds it)
 
 
+def test_a_stride_symbol_binds_from_the_first_strided_tensor_given():
+    torch = pytest.importorskip("torch")
+    ld = T.dynamic("ld")
+
+    @T.prim_func
+    def pitch(P: T.StridedTensor((8, 64), (ld, 1), "float32"), Q: T.StridedTensor((8, 64), (ld, 1), "float32"),
+              Out: T.Tensor((1,), "int32")):
+        with T.Kernel(1, threads=32):
+            tx = T.get_thread_binding()
+            if tx == 0:
+                Out[0] = ld
+    (s,) = lower(pitch, "sm_90a").abi.symbols
+    assert s.carriers == ((0, "stride", 0), (1, "stride", 0)) and s.required
+    kernel, src = launcher_of(pitch)
+    assert ('      tc_check_stride_symbol(strides_Q[0], sym_ld, "Q", "strides[0]", "ld", sym_ld_at, '
+            't_Q->shape[0]);') in src
+    out = torch.zeros(1, dtype=torch.int32)
+    for p, q in ((torch.randn(8, 100)[:, :64], None), (None, torch.randn(8, 80)[:, :64])):
+        with device_check("Out"):
+            kernel(p, q, out)
+    with pytest.raises(ValueError, match=re.escape(
+            "argument 'Q': expected strides[0] == ld = 100 (from argument 'P' strides[0]), got 80")):
+        kernel(torch.randn(8, 100)[:, :64], torch.randn(8, 80)[:, :64], out)
+
+
 def test_an_unused_tensors_dim_expression_is_checked_only_when_given():
     torch = pytest.importorskip("torch")
     kernel, src = launcher_of(expr_before_binder())
