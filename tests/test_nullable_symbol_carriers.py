@@ -198,6 +198,29 @@ def test_a_stride_symbol_binds_from_the_first_strided_tensor_given():
         kernel(torch.randn(8, 100)[:, :64], torch.randn(8, 80)[:, :64], out)
 
 
+def test_an_affine_dim_of_a_given_tensor_solves_what_unused_ones_name_plainly():
+    torch = pytest.importorskip("torch")
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def pairs(Half: T.Tensor((m,), "float32"), Y: T.Tensor((2 * m,), "float32")):
+        with T.Kernel(T.ceildiv(2 * m, 128), threads=128) as bx:
+            for i in T.Parallel(128):
+                if bx * 128 + i < 2 * m:
+                    Y[bx * 128 + i] = Y[bx * 128 + i] + 1.0
+    (s,) = lower(pairs, "sm_90a").abi.symbols
+    assert (s.arg, s.scale, s.carriers) == (1, 2, ())  # Y solves m; Half may be None
+    kernel, src = launcher_of(pairs)
+    assert ('if (t_Half != nullptr) tc_check_symbol(t_Half->shape[0], sym_m, "Half", "shape[0]", '
+            '"m", "argument \'Y\' shape[0]");') in src
+    for half in (None, torch.zeros(5)):
+        with device_check("Y"):
+            kernel(half, torch.zeros(10))
+    with pytest.raises(ValueError, match=re.escape(
+            "argument 'Half': expected shape[0] == m = 5 (from argument 'Y' shape[0]), got 6")):
+        kernel(torch.zeros(6), torch.zeros(10))
+
+
 def test_an_unused_tensors_dim_expression_is_checked_only_when_given():
     torch = pytest.importorskip("torch")
     kernel, src = launcher_of(expr_before_binder())

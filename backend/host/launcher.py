@@ -183,9 +183,9 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
     tensor_indices = [i for i, a in enumerate(abi.args) if isinstance(a, TensorArg)]
     binding = _symbol_binding_sites(abi)
     args, resolved = _arg_contexts(abi, binding)
-    # the launch device: the first tensor's; or (no tensor argument) the first pointer
-    # argument's given as a tensor; or the current device's
-    # (a tensor the caller may pass as None never is: the ABI keeps one that is not)
+    # the launch device: the first tensor's that the caller must give; or (none) the first
+    # tensor given, a nullable one or a pointer argument's (given_devices); or the current
+    # device's
     first = next((abi.args[i] for i in tensor_indices if not abi.args[i].nullable), None)
     kernels = [_kernel_context(abi, k, i) for i, k in enumerate(abi.kernels)]
     descriptors = [p["tma"] for k in kernels for p in k["params"] if p["tma"] is not None]
@@ -444,7 +444,9 @@ def _tma_sources(abi: LaunchABI) -> dict[str, list[KernelParam]]:
     return sources
 
 
-def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> list[dict]:
+def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> tuple[list[dict], list[dict]]:
+    """Each argument's checks, and the checks that wait for every argument (``resolved``:
+    the dims naming a symbol bound from the first of its carriers given)."""
     divisibility = {s.name: s.divisibility for s in abi.symbols}
     solved = {s.name: (s.scale, s.offset) for s in abi.symbols}
     int64 = {s.name: s.dtype == "int64" for s in abi.symbols}

@@ -97,7 +97,8 @@ def _bind_symbols(func: N.PrimFunc, args) -> list[SymbolSpec]:
     the launcher solves for ``n``); every other dim naming it is checked against it.
 
     A tensor the caller may pass as None (``nullable``) binds a symbol only where no
-    other tensor can: the tensors always given are walked first (every given dim must
+    other tensor can: the tensors always given are walked first, an affine dim of one
+    solving a symbol that only nullable tensors name plainly (every given dim must
     agree, so which one binds changes no call's outcome).  A symbol bound on a nullable
     tensor gets ``carriers``: its places on such tensors, the launcher binding it from
     the first one given (TileLang's cascade over the buffers carrying it)."""
@@ -110,13 +111,16 @@ def _bind_symbols(func: N.PrimFunc, args) -> list[SymbolSpec]:
     # integer scalar arguments named in dims (a T.empty output's `m + 1`): known at launch
     # before any tensor, so the launcher checks those dims against them, binding nothing
     scalars = {a.name for a in args if isinstance(a, ScalarArg)}
+    plain = {x for *_, x in sites if isinstance(x, str)}
+    plain_given = {x for i, *_, x in sites if isinstance(x, str) and not args[i].nullable}
     for i, field, d, x in sorted(sites, key=lambda site: args[site[0]].nullable):
         if isinstance(x, str) and x not in bound and x not in scalars:
             bound[x] = SymbolSpec(x, i, field, d, multiple.get(x, 1), dtype=dtype[x])
         elif isinstance(x, tuple):
             free = [n for n in dim_symbols(x) if n not in bound and n not in scalars]
+            # (solved from a tensor always given rather than bound from one that may be None)
             if len(free) == 1 and (ab := affine_in(x, free[0])) is not None and \
-                    not any(isinstance(y, str) and y == free[0] for *_, y in sites):
+                    free[0] not in (plain_given if not args[i].nullable else plain):
                 bound[free[0]] = SymbolSpec(free[0], i, field, d, multiple.get(free[0], 1),
                                             scale=ab[0], offset=ab[1], dtype=dtype[free[0]])
     missing = [s.name for s in func.symbols if s.name not in bound]
