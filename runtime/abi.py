@@ -141,9 +141,10 @@ class TensorArg:
     # a workspace (``T.alloc_global``): each call allocates it; the caller neither passes
     # nor gets it
     workspace: bool = False
-    # no kernel reads or writes it and it first binds no symbol: the caller may pass None
-    # (the kernels get the null address; nothing is checked), as TileLang lets an unused
-    # buffer argument be NULL
+    # no kernel reads or writes it: the caller may pass None (the kernels get the null
+    # address; nothing of it is checked), as TileLang lets an unused buffer argument be
+    # NULL; a symbol that only such tensors carry is bound from the first one given
+    # (``SymbolSpec.carriers``)
     nullable: bool = False
 
 
@@ -200,6 +201,13 @@ class SymbolSpec:
     # "int64" (TileLang's T.dynamic("n", "int64")): the launcher binds any extent and the
     # kernel takes it as an int64 parameter; "int32": the extent must fit int32
     dtype: str = "int32"
+    # a symbol that only tensors the caller may pass as None carry (``TensorArg.nullable``):
+    # ``carriers`` are the (arg, field, dim) places that may bind it, in order, the binding
+    # one first; the launcher binds it from the first carrier given and checks the others
+    # given against it, as TileLang's binder cascades over them.  None given: the symbol is
+    # 0, or (``required``: several carriers and a kernel uses it) the call is an error
+    carriers: tuple[tuple[int, str, int], ...] = ()
+    required: bool = False
 
 
 TMA_MODES = ("tiled", "im2col")
@@ -434,7 +442,9 @@ class LaunchABI:
                  "divisibility": s.divisibility,
                  **({"scale": s.scale, "offset": s.offset}
                     if (s.scale, s.offset) != (1, 0) else {}),
-                 **({"dtype": s.dtype} if s.dtype != "int32" else {})}
+                 **({"dtype": s.dtype} if s.dtype != "int32" else {}),
+                 **({"carriers": [list(c) for c in s.carriers], "required": s.required}
+                    if s.carriers else {})}
                 for s in self.symbols
             ],
             "kernels": [
@@ -492,7 +502,8 @@ class LaunchABI:
         return LaunchABI(
             function=d["function"],
             args=tuple(arg(a) for a in d["args"]),
-            symbols=tuple(SymbolSpec(**s) for s in d["symbols"]),
+            symbols=tuple(SymbolSpec(**{**s, "carriers": tuple(tuple(c) for c in s.get("carriers", ()))})
+                          for s in d["symbols"]),
             kernels=tuple(
                 KernelLaunch(
                     symbol=k["symbol"],

@@ -109,6 +109,7 @@ extern const TcLauncher tc_launcher;  // defined by launcher.cpp
 
 [[noreturn]] TC_COLD void tc_fail_grid_division(const TcLauncher& L);
 [[noreturn]] TC_COLD void tc_fail_assume(const TcLauncher& L, const char* condition);
+[[noreturn]] TC_COLD void tc_fail_no_carrier(const TcLauncher& L, const char* symbol, const char* carriers);
 [[noreturn]] TC_COLD void tc_fail_arg_count(const TcLauncher& L, int32_t num_args);
 [[noreturn]] TC_COLD void tc_fail_kind(const TcLauncher& L, const TVMFFIAny& any, const char* arg,
                                        const char* expected);
@@ -643,8 +644,9 @@ inline void tc_check_pointer_device(const DLTensor* t, const char* arg, int devi
   tc_check_same_device(t, arg, device_id, first);
 }
 
-// The same with no tensor argument: the first pointer argument given as a tensor fixes the
-// launch device (`*device_id` < 0 until then).
+// The same with no tensor argument the caller must give: the first tensor given (a tensor
+// argument that may be None, a pointer argument's tensor) fixes the launch device (`*device_id`
+// < 0 until then).
 inline void tc_pointer_device(const DLTensor* t, const char* arg, int* device_id, const char** first) {
   if (t == nullptr) return;
   tc_check_cuda(t, arg);

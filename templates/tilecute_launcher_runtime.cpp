@@ -180,6 +180,14 @@ void tc_fail_assume(const TcLauncher& L, const char* condition) {
                                 "assert, checked at every call)");
 }
 
+void tc_fail_no_carrier(const TcLauncher& L, const char* symbol, const char* carriers) {
+  // TileLang's binder raises a RuntimeError when every buffer carrying a symbol the body
+  // uses is NULL
+  tc_raise_runtime_error(L, std::string(L.function) + ": symbolic shape variable " + symbol +
+                                " requires at least one non-null buffer among: " + carriers +
+                                " (all were given as None)");
+}
+
 void tc_fail_grid_division(const TcLauncher& L) {
   tc_raise_value_error(L, std::string(L.function) + ": division by zero in a grid expression");
 }

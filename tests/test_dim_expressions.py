@@ -60,9 +60,12 @@ def test_abi_binds_plain_symbols_and_solves_affine_ones():
     assert [a.shape for a in abi.args] == [(("mul", "rows", 4),),
                                           (("add", ("mul", "rows", 2), 3), "cols"),
                                           ("rows", ("add", "cols", 1))]
-    # rows has a plain dim (Halo's), so it binds there; Grid's cols binds plainly
+    # rows's plain dim is Halo's, which no kernel uses (the caller may pass None), so
+    # Flags's rows * 4, the first dim naming it (as TileLang's binder solves it), solves
+    # it; Grid's cols binds plainly
+    assert [a.nullable for a in abi.args] == [False, False, True]
     assert {s.name: (s.arg, s.dim, s.scale, s.offset) for s in abi.symbols} == \
-        {"rows": (2, 0, 1, 0), "cols": (1, 1, 1, 0)}
+        {"rows": (0, 0, 4, 0), "cols": (1, 1, 1, 0)}
     solo = lower(_solved_only(), "sm_90a").abi
     assert solo.symbols == (SymbolSpec("n", 0, "shape", 0, 1, scale=3, offset=1),)
     assert LaunchABI.from_json(solo.to_json()) == solo  # the JSON round trip keeps both
@@ -112,8 +115,15 @@ def test_launcher_checks_each_expression_dim(padded):
     # rows = 4, cols = 5: every check passes and the call reaches the device check
     with pytest.raises(ValueError, match="expected a CUDA tensor"):
         padded(flags(16), torch.zeros(11, 5), torch.zeros(4, 6))
-    with pytest.raises(ValueError, match=r"'Flags': expected shape\[0\] == rows \* 4 = 16, got 17"):
+    # (rows is solved from Flags: Halo, unused, may be None)
+    with pytest.raises(ValueError, match=r"'Flags': expected shape\[0\] == rows \* 4 for an integer "
+                                         r"rows >= 0, got 17"):
         padded(flags(17), torch.zeros(11, 5), torch.zeros(4, 6))
+    with pytest.raises(ValueError, match=r"'Halo': expected shape\[0\] == rows = 4 \(from argument "
+                                         r"'Flags' shape\[0\]\), got 5"):
+        padded(flags(16), torch.zeros(11, 5), torch.zeros(5, 6))
+    with pytest.raises(ValueError, match="expected a CUDA tensor"):
+        padded(flags(16), torch.zeros(11, 5), None)
     with pytest.raises(ValueError, match=r"'Grid': expected shape\[0\] == rows \* 2 \+ 3 = 11, got 12"):
         padded(flags(16), torch.zeros(12, 5), torch.zeros(4, 6))
     with pytest.raises(ValueError, match=r"'Halo': expected shape\[1\] == cols \+ 1 = 6, got 5"):

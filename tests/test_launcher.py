@@ -258,6 +258,13 @@ def test_missing_template_variable_fails_loudly():
      "bound by argument 'A' shape[1]"),
     (LaunchABI("f", VECTOR_ADD.args, VECTOR_ADD.symbols, (
         KernelLaunch("k", ("1", "1", "1"), (1024, 2, 1), ()),)), "not a valid CUDA block"),
+    # a symbol bound from the first carrier given: carriers on tensors the caller may pass
+    # as None only (A must be given), starting at the binding place
+    (LaunchABI("f", VECTOR_ADD.args, (SymbolSpec("N", 0, "shape", 0, carriers=((0, "shape", 0),)),),
+               VECTOR_ADD.kernels), "carrier #0 (0, 'shape', 0) is not a dim of a tensor the caller may pass as None"),
+    (LaunchABI("f", (TensorArg("A", "float16", ("N",), nullable=True),) + VECTOR_ADD.args[1:],
+               (SymbolSpec("N", 0, "shape", 0, carriers=((1, "shape", 0),)),), VECTOR_ADD.kernels),
+     "do not start at its binding place"),
 ])
 def test_render_refuses_an_abi_it_cannot_serve(abi, message):
     with pytest.raises(LauncherABIError, match=None) as info:

@@ -627,6 +627,9 @@ class KernelEmitter:
             ptr = ident(self.pointers[base.name])
             if memory_type(b.dtype) != memory_type(base.dtype):
                 ptr = f"cute.recast_ptr({ptr}, dtype={memory_type(b.dtype)})"
+            if s.view_offset is not None:  # TVM's elem_offset: that many of the view's elements in
+                ptr = f"({ptr} + {self.exprs.expr(s.view_offset)})"
+                note = f"T.Buffer(data={base.name}.data, elem_offset={expr_str(s.view_offset)})"
             self.out.line(depth, f"{ident(b.name)} = {self.global_tensor(b, ptr)}", note)
         elif b.dtype == base.dtype:
             self.out.line(depth, f"{ident(b.name)} = {ident(base.name)}", note)

@@ -182,10 +182,10 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
     _check_names(abi)
     tensor_indices = [i for i, a in enumerate(abi.args) if isinstance(a, TensorArg)]
     binding = _symbol_binding_sites(abi)
-    args = _arg_contexts(abi, binding)
-    # the launch device: the first tensor's; or (no tensor argument) the first pointer
-    # argument's given as a tensor; or the current device's
-    # (a tensor the caller may pass as None never is: the ABI keeps one that is not)
+    args, resolved = _arg_contexts(abi, binding)
+    # the launch device: the first tensor's that the caller must give; or (none) the first
+    # tensor given, a nullable one or a pointer argument's (given_devices); or the current
+    # device's
     first = next((abi.args[i] for i in tensor_indices if not abi.args[i].nullable), None)
     kernels = [_kernel_context(abi, k, i) for i, k in enumerate(abi.kernels)]
     descriptors = [p["tma"] for k in kernels for p in k["params"] if p["tma"] is not None]
@@ -209,6 +209,12 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
         "device_tensors": [a for a in args if a["kind"] == "tensor"],
         "device_source": {"name": first.name, "var": f"t_{first.name}"} if first else None,
         "pointer_args": [a for a in args if a["kind"] == "pointer"],
+        # no tensor the caller must give: the first tensor (or pointer argument's tensor)
+        # given fixes the device
+        "given_devices": [{"name": a["name"], "var": a["var"] if a["kind"] == "tensor" else a["tensor_var"]}
+                          for a in args if a["kind"] == "pointer" or a["kind"] == "tensor" and a["nullable"]],
+        "cascades": _cascade_contexts(abi),
+        "resolved_checks": resolved,
         "dtype_names": [  # (one name per DLPack type: tfloat32 tensors are float32 ones;
             # the names of one-lane types: torch's float4_e2m1fn_x2 is 4 bits x 2 lanes)
             {"name": d.name, "code": d.dl_code, "bits": d.bits} for d in DTYPES.values()
@@ -224,6 +230,18 @@ def launcher_context(abi: LaunchABI, *, tilecute_version: str) -> dict[str, Any]
         "l2_window": _l2_window_context(abi),
         "assumes": _assume_contexts(abi),
     }
+
+
+def _cascade_contexts(abi: LaunchABI) -> list[dict]:
+    """The symbols bound from the first of their carriers given (``SymbolSpec.carriers``):
+    each a mutable ``sym_<name>`` (0 until bound) and ``sym_<name>_at`` (the place that
+    bound it; null while none has), declared before the arguments are read."""
+    def place(i: int, field: str, d: int) -> str:
+        return f"{abi.args[i].name}.{_where(field, d)}"
+    return [{"symbol": s.name, "var": f"sym_{s.name}", "at_var": f"sym_{s.name}_at",
+             "required": s.required,
+             "carriers": ", ".join(place(*c) for c in s.carriers)}
+            for s in abi.symbols if s.carriers]
 
 
 def _assume_contexts(abi: LaunchABI) -> list[dict]:
@@ -359,9 +377,28 @@ def _symbol_binding_sites(abi: LaunchABI) -> dict[str, tuple[int, str, int]]:
         if s.dtype not in ("int32", "int64"):
             raise _fail(abi, f"symbol {s.name!r}: dtype must be int32 or int64, got {s.dtype!r}")
         sites[s.name] = (s.arg, s.field, s.dim)
+        if s.carriers:
+            _check_carriers(abi, s)
     for name, i in scalars.items():  # read (and so bound) before any tensor that names it
         sites.setdefault(name, (i, "scalar", 0))
     return sites
+
+
+def _check_carriers(abi: LaunchABI, s) -> None:
+    """A symbol bound from the first of several tensors given (``SymbolSpec.carriers``):
+    its binding place first, then places where the symbol is the plain dim, each on a
+    tensor the caller may pass as None."""
+    if s.carriers[0] != (s.arg, s.field, s.dim):
+        raise _fail(abi, f"symbol {s.name!r}: its carriers {list(s.carriers)} do not start "
+                         "at its binding place")
+    for n, (i, field, d) in enumerate(s.carriers):
+        a = abi.args[i] if 0 <= i < len(abi.args) else None
+        dims = (a.shape if field == "shape" else a.strides or ()) if isinstance(a, TensorArg) else ()
+        if not (isinstance(a, TensorArg) and a.nullable and 0 <= d < len(dims)) or \
+                (n and dims[d] != s.name):
+            raise _fail(abi, f"symbol {s.name!r}: carrier #{n} ({i}, {field!r}, {d}) is not "
+                             f"{'a dim' if not n else 'the plain symbol'} of a tensor the "
+                             "caller may pass as None")
 
 
 def _dim_scalars(abi: LaunchABI) -> dict[str, int]:
@@ -407,7 +444,9 @@ def _tma_sources(abi: LaunchABI) -> dict[str, list[KernelParam]]:
     return sources
 
 
-def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> list[dict]:
+def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> tuple[list[dict], list[dict]]:
+    """Each argument's checks, and the checks that wait for every argument (``resolved``:
+    the dims naming a symbol bound from the first of its carriers given)."""
     divisibility = {s.name: s.divisibility for s in abi.symbols}
     solved = {s.name: (s.scale, s.offset) for s in abi.symbols}
     int64 = {s.name: s.dtype == "int64" for s in abi.symbols}
@@ -428,9 +467,15 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
     order.update({(i, "scalar", 0): -1 for i in scalar_syms.values()})  # read before the tensors
     deferred: dict[str, list[dict]] = {}
     dim_checks: dict[tuple[int, str], list[dict]] = {}
+    # symbols bound from the first carrier given: every other dim naming one is checked once
+    # all the arguments are read (``resolved``), a nullable tensor's only where it is given
+    cascaded = {s.name: s for s in abi.symbols if s.carriers}
+    carrier_of = {c: s for s in cascaded.values() for c in s.carriers}
+    resolved: list[dict] = []
     for i, field, d, x in _dim_sites(abi):
         name = abi.args[i].name
-        common = {"arg": name, "where": _where(field, d), "value": _value_expr(name, field, d)}
+        common = {"arg": name, "where": _where(field, d), "value": _value_expr(name, field, d),
+                  "guard": f"t_{name}" if abi.args[i].nullable else None}
         pack, last = DTYPES[abi.args[i].dtype].pack, len(abi.args[i].shape) - 1
         if pack > 1 and (d == last) == (field == "shape"):
             # a packed tensor (float4_e2m1fn): its last dim and its other strides count
@@ -444,6 +489,21 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
         if isinstance(x, int):
             op = "static_dim" if field == "shape" else "static_stride"
             checks.append({"op": op, "expected": x, "extent": f"t_{name}->shape[{d}]", **common})
+            continue
+        if (i, field, d) in carrier_of:  # bind from the first carrier given, check the rest
+            sym = carrier_of[(i, field, d)]
+            first = (i, field, d) == sym.carriers[0]
+            checks.append({
+                "op": "cascade", "symbol": sym.name, "var": f"sym_{sym.name}",
+                "at_var": f"sym_{sym.name}_at", "int64": int64[sym.name] or int64_dim(x),
+                "divisibility": divisibility[sym.name], "place": f"argument '{name}' {common['where']}",
+                "text": dim_text(x), "scale": solved[sym.name][0] if first else 1,
+                "offset": solved[sym.name][1] if first else 0, **common, **stride_extent,
+            })
+            continue
+        if any(n in cascaded for n in dim_symbols(x)):  # (its plain dims are all carriers)
+            resolved.append({"op": "expr", "expected": dim_cpp(x), "text": dim_text(x),
+                             "int64": int64_dim(x), **common, **stride_extent})
             continue
         if isinstance(x, (tuple, list)):
             binds = [n for n in dim_symbols(x) if binding[n] == (i, field, d)]
@@ -537,7 +597,7 @@ def _arg_contexts(abi: LaunchABI, binding: dict[str, tuple[int, str, int]]) -> l
             "tma": tma,
             "nullable": a.nullable,
         })
-    return out
+    return out, resolved
 
 
 _INT_RANGES = {

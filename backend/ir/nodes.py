@@ -11,6 +11,7 @@ Imports nothing heavy: no CUTLASS, no torch.
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Optional, Union
@@ -938,6 +939,12 @@ class Allocate(Stmt):
     # row-major bytes.  The passes keep the two consistent (one layout of the bytes, one
     # shared-memory slot, one set of registers).  "" for a buffer of its own
     view_of: str = ""
+    # a view of a global tensor that starts this many of its own elements into the base's
+    # storage (TVM's ``elem_offset``: ``T.Buffer(shape, dtype, data=A.data,
+    # elem_offset=h * 128)``): an integer expression, evaluated where the statement stands,
+    # known to be a multiple of 16 bytes (:func:`known_multiple`), so the view starts as
+    # aligned as its base.  None for every other allocation
+    view_offset: Optional[Expr] = None
     # a global tensor at an address (TileLang's T.make_tensor / T.make_tensor_from_addr):
     # ``buffer`` (scope "global", row-major or with its strides) starts at the byte address
     # this int64 expression holds where the statement stands: a pointer parameter
@@ -1547,6 +1554,25 @@ Param = Union[Buffer, Var]
 # what a host-evaluable condition (PrimFunc.assumes) is built from: the launcher evaluates
 # it in int64 C++ over the symbolic dims and the integer / bool scalar arguments
 HOST_BINOPS = ("add", "sub", "mul", "floordiv", "mod", "min", "max")
+
+
+def known_multiple(e: Expr) -> int:
+    """The largest integer known to divide ``e`` at every launch (1 when nothing is known)."""
+    if isinstance(e, Const):
+        return abs(int(e.value)) or 0  # 0 is a multiple of everything
+    if isinstance(e, Var):
+        return e.multiple
+    if isinstance(e, BinOp):
+        a, b = known_multiple(e.a), known_multiple(e.b)
+        if e.op == "mul":
+            return a * b if a and b else 0
+        if e.op in ("add", "sub"):
+            return math.gcd(a, b)
+        if e.op == "mod" and is_int(e.dtype) and isinstance(e.b, Const) and e.b.value:
+            return math.gcd(a, b)  # x - c * floor(x / c)
+    if isinstance(e, Cast) and is_int(e.dtype):
+        return known_multiple(e.value)
+    return 1
 
 
 def assumed_divisor(cond: Expr):

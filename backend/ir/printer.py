@@ -237,6 +237,10 @@ def _stmt(s: N.Stmt, indent: int, out: list[str]) -> None:
             out.append(f"{pad}{b.name} = T.alloc_barrier({arg})")
             return
         layout = f", layout={layout_str(s.layout)}" if s.layout is not None else ""
+        if s.view_of and s.view_offset is not None:  # TVM's buffer view at an element offset
+            out.append(f'{pad}{b.name} = T.Buffer({shape}, "{b.dtype}", data={s.view_of}.data, '
+                       f'elem_offset={expr_str(s.view_offset)})')
+            return
         if s.view_of:  # TileLang's T.view of another buffer's storage
             out.append(f'{pad}{b.name} = T.view({s.view_of}, {shape}, "{b.dtype}"{layout})')
             return

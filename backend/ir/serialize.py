@@ -111,6 +111,7 @@ def _encode(x):
                     value == f.default or \
                     isinstance(x, nodes.Gemm) and f.name == "wgmma_only" and not value or \
                     isinstance(x, nodes.Allocate) and f.name == "address" and value is None or \
+                    isinstance(x, nodes.Allocate) and f.name == "view_offset" and value is None or \
                     isinstance(x, nodes.For) and f.name == "loop_layout" and value is None or \
                     isinstance(x, nodes.Copy) and f.name in ("loop_layout", "loop_shape") and \
                     not value or \

@@ -241,12 +241,27 @@ class _Validator:
                         for x in _walk(d)):
                     self.fail(f"view '{b.name}': a global view's dims are int32 expressions of "
                               "constants and the function's symbols")
+        offset_bits = 0
+        if s.view_offset is not None:
+            e = s.view_offset
+            if not isinstance(e, N.Expr) or base.scope != "global":
+                self.fail(f"view '{b.name}': view_offset is an element offset into a global base")
+            self.expr(e, vars_, bufs)
+            # (a run-time offset's multiple may come from Lets' values: the frontend proves it)
+            if not N.is_int(e.dtype) or any(isinstance(x, N.Load) for x in _walk(e)) or \
+                    (isinstance(e, N.Const) and (e.value < 0 or e.value * DTYPES[b.dtype].bits % 128)):
+                from .printer import expr_str
+                self.fail(f"view '{b.name}': view_offset {expr_str(e)} is an integer expression "
+                          f"that reads no memory, >= 0, a multiple of 16 bytes of {b.dtype} "
+                          "elements")
+            offset_bits = int(e.value) * DTYPES[b.dtype].bits if isinstance(e, N.Const) else 0
         if all(isinstance(d, N.Const) for d in b.shape + base.shape):
-            bits = _prod(int(d.value) for d in b.shape) * DTYPES[b.dtype].bits
+            bits = _prod(int(d.value) for d in b.shape) * DTYPES[b.dtype].bits + offset_bits
             base_bits = _prod(int(d.value) for d in base.shape) * DTYPES[base.dtype].bits
             if bits > base_bits or (bits != base_bits and base.scope != "global"):
-                self.fail(f"view '{b.name}' holds {bits} bits but its base '{base.name}' "
-                          f"holds {base_bits}")
+                self.fail(f"view '{b.name}' holds {bits} bits"
+                          + (" from its offset on" if s.view_offset else "")
+                          + f" but its base '{base.name}' holds {base_bits}")
         if s.view_of in self.reducers:
             self.fail(f"view '{b.name}': its base '{base.name}' is a reducer")
         packed = next((d for d in (b.dtype, base.dtype) if d in PACKED), None)

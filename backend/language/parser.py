@@ -700,6 +700,7 @@ class _Parser:
         # the T.comm_reducer of each enclosing T.attr(..., "reduce_scope", ...), innermost last
         self.reduce_scopes: list[_CommReducer] = []
         self.view_roots: dict[str, N.Buffer] = {}  # a view's name -> the buffer it views
+        self.view_offsets: dict[str, N.Expr] = {}  # a view -> its start (elements), if not 0
         self.pending: Optional[list] = None  # see stmt: what a T.ldg*/T.lds* needs first
         # a comprehension's allocations: named after the assigned name, counted per name
         self.comprehension_name: Optional[str] = None
@@ -3838,7 +3839,7 @@ class _Parser:
                                    "(a view of another buffer's storage); declare tensors as "
                                    "parameters, or allocate with T.alloc_shared/T.alloc_fragment/"
                                    "T.alloc_local")
-        defaults = {"strides": (None,), "elem_offset": (None, 0),
+        defaults = {"strides": (None,),
                     "align": (0, None), "offset_factor": (0, None), "buffer_type": ("", "default"),
                     "axis_separators": (None, (), [])}
         for arg, accepted in defaults.items():
@@ -3855,14 +3856,16 @@ class _Parser:
             raise a.fail("scope", f"'{name}': scope={scope!r}, but '{data.buffer.name}' is a "
                                   f"{root.scope} buffer; a view lives where its base does")
         return self.alloc_view(name, a, s, _BufferRef(data.buffer), a.value("shape"),
-                               a.value("dtype"), "data", exact=False)
+                               a.value("dtype"), "data", exact=False,
+                               offset=a.value("elem_offset") if "elem_offset" in a.sig.parameters else None)
 
     def alloc_view(self, name: str, a: _Args, s, src, shape, dtype, src_arg: str,
-                   exact: bool) -> list[N.Stmt]:
+                   exact: bool, offset=None) -> list[N.Stmt]:
         """``name = T.view(src, shape, dtype)`` / ``T.reshape`` / ``T.Tensor(.., src.data)``:
         an allocation with ``view_of`` the root of ``src`` (a view of a view views the
         first one's base).  ``exact``: the view holds exactly the bits of ``src`` (TileLang
-        asserts it for T.view and T.reshape)."""
+        asserts it for T.view and T.reshape).  ``offset``: TVM's ``elem_offset``, the view
+        starting that many of its elements into ``src`` (a global one's: ``view_offset``)."""
         if not isinstance(src, _BufferRef):
             raise a.fail(src_arg, f"'{name}': expected a buffer to view, got {_show(src)}")
         if not self.in_kernel:
@@ -3893,7 +3896,23 @@ class _Parser:
                 raise a.fail("shape", f"'{name}': dim {d} of the view is {_show(x)}; a view's "
                                       f"dims are positive ints known at parse time{more}")
         dt = base.dtype if dtype is None else self.dtype_arg(a, "dtype", name)
+        start = self.view_start(a, name, base, root, dt, offset)
+        offset_bits = 0 if start is None else \
+            int(start.value) * DTYPES[dt].bits if isinstance(start, N.Const) else None
         bits, base_bits = _bits(dims, dt), _bits(root.shape, root.dtype)
+        if offset_bits is None:
+            bits = None  # (a run-time start: unchecked, as TileLang's)
+        elif offset_bits and bits is not None and base_bits is not None:
+            if bits[1] or base_bits[1]:  # (symbolic: unchecked, as TileLang's)
+                bits = None
+            elif bits[0] + offset_bits > base_bits[0]:
+                raise a.fail("elem_offset", f"'{name}': the view {_shape_text(dims)} {dt} at "
+                                            f"element {offset_bits // DTYPES[dt].bits} ends "
+                                            f"{(bits[0] + offset_bits - base_bits[0]) // 8} bytes "
+                                            f"past the end of '{root.name}' "
+                                            f"{_shape_text(root.shape)} {root.dtype}")
+            else:
+                bits = (bits[0] + offset_bits, ())
         if bits is None or base_bits is None:
             if exact:
                 raise a.fail("shape", f"'{name}': cannot prove that the view "
@@ -3938,8 +3957,63 @@ class _Parser:
         self.note_symbols(tuple(dims))
         buf = N.Buffer(self.fresh(name), dt, tuple(dims), root.scope)
         self.view_roots[buf.name] = root
+        if start is not None:
+            self.view_offsets[buf.name] = start
         self.bind(name, _BufferRef(buf))
-        return [N.Allocate(buf, layout, loc=self.loc(s), view_of=root.name)]
+        return [N.Allocate(buf, layout, loc=self.loc(s), view_of=root.name, view_offset=start)]
+
+    def view_start(self, a: _Args, name: str, base: N.Buffer, root: N.Buffer, dtype: str,
+                   offset) -> Optional[N.Expr]:
+        """Where a view of ``dtype`` starts in its root's storage, in its own elements:
+        ``base``'s start (a view of a view at an offset) plus TVM's ``elem_offset``; None
+        at the first element.  tilecute takes an offset into a global root, an integer
+        expression reading no memory, known to be a multiple of 16 bytes."""
+        k = offset
+        if k is not None and not _is_ir(k):
+            if isinstance(k, bool) or not isinstance(k, int):
+                raise a.fail("elem_offset", f"'{name}': elem_offset is an integer, got {_show(k)}")
+            k = N.Const(k, "int32")
+        if k is not None:
+            k = self.folded(k)
+            if not N.is_int(k.dtype) or any(isinstance(x, N.Load) for x in _walk_exprs(k)) or \
+                    isinstance(k, N.Const) and k.value < 0:
+                raise a.fail("elem_offset", f"'{name}': elem_offset={_show(offset)} is not "
+                                            "supported: tilecute takes an integer >= 0 that "
+                                            "reads no memory (bind a value read from memory "
+                                            "to a name first)")
+            if isinstance(k, N.Const) and k.value == 0:
+                k = None
+        if k is not None and root.scope != "global":
+            raise a.fail("elem_offset", f"'{name}': elem_offset={_show(offset)} on {root.scope} "
+                                        f"buffer '{root.name}' is not supported: tilecute lays a "
+                                        f"{root.scope} view over its base's bytes from their "
+                                        "first (one layout, one slot or set of registers); "
+                                        "an offset view is a global tensor's")
+        start = self.view_offsets.get(base.name)
+        if start is not None and base.dtype != dtype:
+            if not isinstance(start, N.Const) or start.value * DTYPES[base.dtype].bits % DTYPES[dtype].bits:
+                raise a.fail("data", f"'{name}': '{base.name}' starts {_show(start)} {base.dtype} "
+                                     f"elements into '{root.name}', which tilecute does not "
+                                     f"count in {dtype} elements (view '{root.name}' itself)")
+            start = N.Const(start.value * DTYPES[base.dtype].bits // DTYPES[dtype].bits, "int32")
+        total = k if start is None else start if k is None else self.folded(N.binop("add", start, k))
+        if total is not None and N.known_multiple(self.through_lets(total)) * DTYPES[dtype].bits % 128:
+            raise a.fail("elem_offset", f"'{name}': the view starts {expr_str(total)} {dtype} "
+                                        f"elements into '{root.name}', not known to be a multiple "
+                                        "of 16 bytes, which tilecute takes (its vector accesses "
+                                        "take a view to start as aligned as its base)")
+        return total
+
+    def through_lets(self, e: N.Expr) -> N.Expr:
+        """``e`` with the names bound by Lets replaced by their values (what is known of
+        ``size`` in ``h * size`` after ``size = 8 * 16``)."""
+        for _ in range(64):
+            names = {x.name for x in _walk_exprs(e)
+                     if isinstance(x, N.Var) and x.name in self.let_values}
+            if not names:
+                break
+            e = substitute(e, {n: self.let_values[n] for n in names})
+        return self.folded(e)
 
     def parser_int(self, x):
         """``x`` as a Python int when it is one (an int, or an integer constant), else None."""
@@ -4081,7 +4155,10 @@ class _Parser:
         offset_factor, buffer_type, axis_separators)``: with ``data=buf.data`` a view of
         ``buf`` (as ``T.Buffer(..., data=buf.data)`` in a body); without, TVM lowers it to
         ``T.alloc_buffer`` in ``scope`` ("global": a workspace, as ``T.alloc_global``)."""
-        for arg, accepted in (("strides", (None,)), ("elem_offset", (None, 0)),
+        if a.value("data") is None:
+            a.refuse_unless("elem_offset", (None, 0), "an allocation starts at its own first "
+                                                      "element")
+        for arg, accepted in (("strides", (None,)),
                               ("align", (0, -1)), ("offset_factor", (0,)),
                               ("buffer_type", ("", "default")),
                               ("axis_separators", (None, (), []))):
@@ -4114,7 +4191,7 @@ class _Parser:
                                   f"'{data.buffer.name}' is a {root.scope} buffer; a view lives "
                                   "where its base does")
         return self.alloc_view(name, a, s, _BufferRef(data.buffer), a.value("shape"),
-                               a.value("dtype"), "data", exact=False)
+                               a.value("dtype"), "data", exact=False, offset=a.value("elem_offset"))
 
     def dtype_arg(self, a: _Args, arg: str, name: str) -> str:
         try:

@@ -11,6 +11,7 @@ import math
 from typing import Optional
 
 from ..ir import nodes as N
+from ..ir.nodes import known_multiple  # noqa: F401  (the passes read it here)
 from ..ir.printer import expr_str
 from ..ir.visitor import (Range, linear_form, replace_stmt, substitute, value_range, var_names,  # noqa: F401
                           walk_nodes, walk_stmts)
@@ -87,25 +88,6 @@ def mentions(e, name: str) -> bool:
     if isinstance(e, tuple):
         return any(mentions(v, name) for v in e)
     return False
-
-
-def known_multiple(e: N.Expr) -> int:
-    """The largest integer known to divide ``e`` at every launch (1 when nothing is known)."""
-    if isinstance(e, N.Const):
-        return abs(int(e.value)) or 0  # 0 is a multiple of everything
-    if isinstance(e, N.Var):
-        return e.multiple
-    if isinstance(e, N.BinOp):
-        a, b = known_multiple(e.a), known_multiple(e.b)
-        if e.op == "mul":
-            return a * b if a and b else 0
-        if e.op in ("add", "sub"):
-            return math.gcd(a, b)
-        if e.op == "mod" and N.is_int(e.dtype) and isinstance(e.b, N.Const) and e.b.value:
-            return math.gcd(a, b)  # x - c * floor(x / c)
-    if isinstance(e, N.Cast) and N.is_int(e.dtype):
-        return known_multiple(e.value)
-    return 1
 
 
 def affine_in(e: N.Expr, name: str) -> Optional[N.Expr]:

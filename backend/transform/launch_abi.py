@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ..ir import nodes as N
 from ..target import arch_at_least
-from ..ir.visitor import walk_nodes, walk_stmts
+from ..ir.visitor import var_names, walk_nodes, walk_stmts
 from .analysis import may_pass_int32, syncs_grid
 from ..ir.printer import expr_str
 from ..runtime.abi import (DIM_OPS, HostAssume, KernelLaunch, KernelParam, L2Window, LaunchABI,
@@ -94,7 +94,14 @@ def _bind_symbols(func: N.PrimFunc, args) -> list[SymbolSpec]:
     """Where each symbol is bound at launch, TileLang's way: walking the tensors' shapes
     then strides in argument order, a symbol binds at its first dim that is the plain
     symbol or, where no dim is, its first affine dim ``a * n + b`` (int ``a``, ``b``;
-    the launcher solves for ``n``); every other dim naming it is checked against it."""
+    the launcher solves for ``n``); every other dim naming it is checked against it.
+
+    A tensor the caller may pass as None (``nullable``) binds a symbol only where no
+    other tensor can: the tensors always given are walked first, an affine dim of one
+    solving a symbol that only nullable tensors name plainly (every given dim must
+    agree, so which one binds changes no call's outcome).  A symbol bound on a nullable
+    tensor gets ``carriers``: its places on such tensors, the launcher binding it from
+    the first one given (TileLang's cascade over the buffers carrying it)."""
     multiple = {s.name: _bind_divisibility(s, func.assumes) for s in func.symbols}
     dtype = {s.name: s.dtype for s in func.symbols}
     sites = [(i, field, d, x) for i, a in enumerate(args) if isinstance(a, TensorArg)
@@ -104,13 +111,16 @@ def _bind_symbols(func: N.PrimFunc, args) -> list[SymbolSpec]:
     # integer scalar arguments named in dims (a T.empty output's `m + 1`): known at launch
     # before any tensor, so the launcher checks those dims against them, binding nothing
     scalars = {a.name for a in args if isinstance(a, ScalarArg)}
-    for i, field, d, x in sites:
+    plain = {x for *_, x in sites if isinstance(x, str)}
+    plain_given = {x for i, *_, x in sites if isinstance(x, str) and not args[i].nullable}
+    for i, field, d, x in sorted(sites, key=lambda site: args[site[0]].nullable):
         if isinstance(x, str) and x not in bound and x not in scalars:
             bound[x] = SymbolSpec(x, i, field, d, multiple.get(x, 1), dtype=dtype[x])
         elif isinstance(x, tuple):
             free = [n for n in dim_symbols(x) if n not in bound and n not in scalars]
+            # (solved from a tensor always given rather than bound from one that may be None)
             if len(free) == 1 and (ab := affine_in(x, free[0])) is not None and \
-                    not any(isinstance(y, str) and y == free[0] for *_, y in sites):
+                    free[0] not in (plain_given if not args[i].nullable else plain):
                 bound[free[0]] = SymbolSpec(free[0], i, field, d, multiple.get(free[0], 1),
                                             scale=ab[0], offset=ab[1], dtype=dtype[free[0]])
     missing = [s.name for s in func.symbols if s.name not in bound]
@@ -121,6 +131,16 @@ def _bind_symbols(func: N.PrimFunc, args) -> list[SymbolSpec]:
             f"prim_func '{func.name}': symbols {missing} appear in no tensor argument's "
             "shape or strides as a plain dim or alone in an affine one (a * n + b)"
             + (f" ({'; '.join(where)})" if where else "") + ", so no launch can bind them")
+    used = var_names((func.kernels, func.assumes))
+    for name, spec in bound.items():
+        if args[spec.arg].nullable:
+            first = (spec.arg, spec.field, spec.dim)
+            carriers = (first,) + tuple((i, field, d) for i, field, d, x in sites
+                                        if x == name and (i, field, d) != first)
+            # TileLang requires one given only of a symbol several buffers carry and
+            # the body uses; a lone carrier left NULL binds it to 0
+            bound[name] = dataclasses.replace(spec, carriers=carriers,
+                                              required=len(carriers) > 1 and name in used)
     order = {s.name: i for i, s in enumerate(func.symbols)}
     return sorted(bound.values(), key=lambda s: order[s.name])
 
@@ -137,20 +157,13 @@ def _mentions(func: N.PrimFunc, name: str) -> bool:
     return False
 
 
-def _mark_nullable(func: N.PrimFunc, args: list, symbols: list[SymbolSpec]) -> list:
+def _mark_nullable(func: N.PrimFunc, args: list) -> list:
     """The tensor arguments the caller may pass as None (TileLang's unused buffer given
-    NULL): those no kernel names that first bind no symbol, but not the launch device's
-    tensor (the first tensor argument that is not nullable stays the device source)."""
-    binders = {s.arg for s in symbols}
-    out = list(args)
-    for i, a in enumerate(args):
-        if isinstance(a, TensorArg) and not a.workspace and i not in binders and \
-                not _mentions(func, a.name):
-            out[i] = dataclasses.replace(a, nullable=True)
-    tensors = [i for i, a in enumerate(out) if isinstance(a, TensorArg) and not a.workspace]
-    if tensors and all(out[i].nullable for i in tensors):  # one tensor fixes the device
-        out[tensors[0]] = dataclasses.replace(out[tensors[0]], nullable=False)
-    return out
+    NULL): those no kernel names.  The symbols they carry bind from the tensors given
+    (:func:`_bind_symbols`); the launch device is the first tensor's given."""
+    return [dataclasses.replace(a, nullable=True)
+            if isinstance(a, TensorArg) and not a.workspace and not _mentions(func, a.name) else a
+            for a in args]
 
 
 def grid_cpp(e: N.Expr, func: N.PrimFunc) -> str:
@@ -294,8 +307,8 @@ def build_abi(func: N.PrimFunc, arch: str) -> KernelPlan:
                     f"scalar parameters may be {sorted(_SCALAR_PARAM_DTYPES)}"
                 )
             args.append(ScalarArg(p.name, p.dtype))
+    args = _mark_nullable(func, args)
     symbols = _bind_symbols(func, args)
-    args = _mark_nullable(func, args, symbols)
 
     params = tuple(
         [KernelParam(f"{p.name}_ptr", "pointer", p.dtype, p.name)

@@ -42,6 +42,7 @@ class _Scoper:
         self.buffers = {p.name: p for p in func.params if isinstance(p, N.Buffer)}
         self.safe = list(kernel.safe_values)
         self.view_root: dict[str, str] = {}  # a view allocated so far -> the tensor it views
+        self.view_offset: dict[str, N.Expr] = {}  # such a view -> its Allocate.view_offset
 
     def run(self) -> N.KernelScope:
         body = self.block(self.kernel.body, {}, {})
@@ -60,7 +61,8 @@ class _Scoper:
                     for x in [tensor] + [v for v, r in self.view_root.items() if r == tensor]:
                         buf = self.buffers[x]
                         view = N.Buffer(fresh_name(self.taken, f"{x}_{tag}"), buf.dtype, buf.shape, "global")
-                        out.append(N.Allocate(view, loc=s.loc, view_of=tensor))
+                        out.append(N.Allocate(view, loc=s.loc, view_of=tensor,
+                                              view_offset=self.view_offset.get(x)))
                         self.buffers[view.name] = view
                         self.safe.append((view.name, value))
                         inner[x] = view.name
@@ -69,6 +71,8 @@ class _Scoper:
             if isinstance(s, N.Allocate) and s.view_of and s.buffer.scope == "global":
                 root = self.view_root.get(s.view_of, s.view_of)
                 self.view_root[s.buffer.name] = root
+                if s.view_offset is not None:
+                    self.view_offset[s.buffer.name] = s.view_offset
                 self.buffers[s.buffer.name] = s.buffer
                 if root in values:  # a view made inside a scope: the scope's value, its own
                     self.safe.append((s.buffer.name, values[root]))
