@@ -3,7 +3,11 @@ forwards at head dims 80, 96, 112, 160, 192 (and 192 / 128) and 256, block_M 64 
 8 warps with block_N 32, 48, 80, 112 and 176 -- soft-capping, ALiBi slopes per head, a
 left / right window with the loop cut to the band, causal bottom-right with Sk > Sq, cross
 attention over T.dynamic lengths, varlen GQA over cu_seqlens, learned sinks, a relative
-position bias table, fp8 e4m3 with descale factors, and the LSE in base 2 or base e.
+position bias table, fp8 e4m3 with descale factors, and the LSE in base 2 or base e; then
+four in the shape of TileLang's own examples (sinks with a window under num_stages=0 with
+T.annotate_layout / T.use_swizzle, varlen with separate query / key offsets and slice
+copies, Q pre-scaled in registers, the sink as the softmax's start with a bias tile in
+registers).  Each also lowers in TileLang 0.1.15 (tilelang.lower on the CPU).
 
 CPU: each builds an sm_90a cubin (and an sm_80 one but the fp8 program), and what decides its
 result is read in the generated source.  All built and read right as first written, but for
@@ -32,8 +36,9 @@ f16, bf16 = torch.float16, torch.bfloat16
 
 NAMES = ["fa_d112_alibi_causal", "fa_d160_window_lr", "fa_d256_cross_dynamic",
          "fa_d80_softcap_bm128_w8", "fa_dqk192_dv128_bottom_right", "fa_fp8_e4m3_descale",
-         "fa_gqa_d192_bn48_lse_e", "fa_relpos_bias_d80", "fa_sinks_bn176_lse2",
-         "fa_varlen_gqa_causal_d96"]
+         "fa_gqa_d192_bn48_lse_e", "fa_q_in_registers_d96", "fa_relpos_bias_d80",
+         "fa_sink_start_bias_frag_d96", "fa_sink_window_stage0", "fa_sinks_bn176_lse2",
+         "fa_varlen_gqa_causal_d96", "fa_varlen_qk_slices_d112"]
 SM90_ONLY = {"fa_fp8_e4m3_descale"}  # fp8 GEMMs (sm_89+)
 
 _arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
@@ -157,6 +162,54 @@ def test_gqa_lse_in_natural_log_units():
     assert "(tc_j0 % 3) * 18432" in src and "(0, by // 3, tc_j0 * 48, bz)" in src  # 3 stages, KV head by // 3
     assert re.search(r"logsum\[(\w+)\] = scores_max\[\1\] \* cutlass\.Float32\(0\.1041\d*\) \* "
                      r"cutlass\.Float32\(0\.69314718\) \+ cute\.math\.log\(logsum\[\1\]\)", src)
+
+
+def test_sink_window_unpipelined_with_swizzles():
+    src = _body("fa_sink_window_stage0")
+    assert "panel_index" in src  # T.use_swizzle(10)
+    assert 'tcrow.row_fragment("wgmma", (2, 1), 128, cutlass.Float16, tc_tid)' in src  # the fp16 sinks
+    assert "end = cutlass.min(3, ((bx_1_ + 1) * 128 + 63 + 128 - 1) // 128)" in src
+    assert "start = cutlass.max(0, (bx_1_ * 128 + 63 - 128) // 128)" in src
+    assert "q_idx >= k_idx and q_idx < k_idx + 128, cutlass.Float32(0.0)" in src
+    # num_stages=0: each tile's copy waited for in its own step, no TMA ring for K / V
+    assert "tct.load(K_desc" not in src and "K_desc" not in src
+    loop = src.split("for k in cutlass.range(start, start + (end - start)):", 1)[1]
+    assert loop.index("cp_async_wait_group(0)") < loop.index("tcm.gemm(tc_mma0")
+    assert re.search(r"cute\.math\.exp2\(cutlass\.Float32\(sinks\[\w+\]\) \* cutlass\.Float32\(1\.44269504\)", src)
+
+
+def test_varlen_slices_start_at_each_sequence():
+    src = _body("fa_varlen_qk_slices_d112")
+    assert "offset = k_len - q_len" in src
+    assert "(0, by, q_start + bx * 64)" in src and "(0, by // 2, k_start + tc_j0 * 64)" in src  # TMA boxes
+    assert "cutlass.Float32(-1000000000.0), cutlass.Float32(0.0))" in src
+    assert re.search(r"if bx \* 64 \+ (\w+) < q_len:\s+if q_start \+ bx \* 64 \+ \1 >= 0 and q_start \+ bx \* 64 \+ \1 "
+                     r"< total_q:\s+LSE\[by, q_start \+ bx \* 64 \+ \1\] = logsum\[", src)
+
+
+def test_q_prescaled_in_registers_feeds_the_first_gemm():
+    src = _body("fa_q_in_registers_d96")
+    assert "T.gemm(Q_frag, K_shared, acc_s)" in src
+    assert src.count("a_regs=True)  # T.gemm(Q_frag, K_shared, acc_s)") == 2
+    assert re.search(r"Q_frag\[(\w+) \+ (\w+)\] = Q_frag\[\1 \+ \2\] \* cutlass\.Float16\(0\.147216796875\)", src)
+    assert 'tcrow.reduce_rows(acc_s, m, "max", clear=False)' in src  # dim=-1: the rows
+
+
+def test_sink_starts_the_softmax_and_the_bias_tile_lives_in_registers():
+    src = _body("fa_sink_start_bias_frag_d96")
+    assert "m[tc_q3] = Sinks[by] * cutlass.Float32(1.44269504)" in src and "l[tc_q3] = cutlass.Float32(1.0)" in src
+    assert "slope[0] = cute.math.pow(cutlass.Float32(2.0), cutlass.Float32(-8.0) * cutlass.Float32(by + 1) / " \
+           "cutlass.Float32(4.0))" in src
+    assert re.search(r"bias, tc_bias_ij = tcm\.accumulator\(\"wgmma\", \(1, 1\), \(64, 64\)", src)
+    assert "Bias.iterator + cute.assume(by * 90000 + (bx * 64 + i3) * 300 + k * 64 + i4, divby=2)" in src
+    assert re.search(r"if bx \* 64 \+ (\w+) < 300:\s+LSE\[bz, by, bx \* 64 \+ \1\] = l\[", src)  # the point start
+
+
+def test_sm80_puts_eight_warps_along_m_on_mma_sync():
+    src = rounds.source(P.fa_sinks_bn176_lse2.get_tir(), "sm_80")
+    assert 'tcm.accumulator("mma", (8, 1), (128, 176)' in src and '"wgmma"' not in src
+    assert 'tcm.tiled_mma("mma", cutlass.BFloat16, cutlass.BFloat16, cutlass.Float32, False, True, (8, 1), 128, ' \
+           'a_regs=True)' in src
 
 
 # ---- the fp8 form TileLang 0.1.15 refuses too: P in fp8 registers against V as stored ------------
@@ -366,3 +419,65 @@ def test_fa_gqa_d192_bn48_lse_e_on_gpu(S):
     ref, ref_lse = _attn(*_bshd(q, k, v), 192 ** -0.5, mask=pos[None, :] <= pos[:, None])
     rounds.close(o, ref.transpose(1, 2), 3e-2)
     rounds.close(lse, ref_lse, 1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("S", LENS)
+def test_fa_sink_window_stage0_on_gpu(S):
+    torch.manual_seed(S)
+    Sk = S + 63
+    q = torch.randn(1, 2, S, 128, device="cuda", dtype=f16)
+    k, v = (torch.randn(1, 2, Sk, 128, device="cuda", dtype=f16) for _ in range(2))
+    sinks = torch.randn(2, device="cuda", dtype=f16)
+    o = P.fa_sink_window_stage0(seq_q=S, seq_kv=Sk)(q, k, v, sinks)
+    qpos = torch.arange(S, device="cuda")[:, None] + 63
+    kpos = torch.arange(Sk, device="cuda")[None, :]
+    ref, _ = _attn(q, k, v, 128 ** -0.5, mask=(kpos <= qpos) & (kpos > qpos - 128), sinks=sinks)
+    rounds.close(o, ref, 2e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("S", LENS)
+def test_fa_varlen_qk_slices_d112_on_gpu(S):
+    torch.manual_seed(S)
+    q_lens = [S, max(S // 2, 1), max(S - 5, 1)]
+    k_lens = [n + extra for n, extra in zip(q_lens, (0, 17, 64))]  # a prefix of cached keys
+    cu_q = torch.tensor([0] + torch.tensor(q_lens).cumsum(0).tolist(), dtype=torch.int32, device="cuda")
+    cu_k = torch.tensor([0] + torch.tensor(k_lens).cumsum(0).tolist(), dtype=torch.int32, device="cuda")
+    q = torch.randn(int(cu_q[-1]), 4, 112, device="cuda", dtype=bf16)
+    k, v = (torch.randn(int(cu_k[-1]), 2, 112, device="cuda", dtype=bf16) for _ in range(2))
+    o, lse = P.fa_varlen_qk_slices_d112(max_seqlen_q=max(q_lens))(q, k, v, cu_q, cu_k)
+    for b, (nq, nk) in enumerate(zip(q_lens, k_lens)):
+        qa, qz, ka, kz = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b]), int(cu_k[b + 1])
+        qb = q[qa:qz].transpose(0, 1)[None]
+        kb, vb = (x[ka:kz].transpose(0, 1)[None] for x in (k, v))
+        mask = torch.arange(nk, device="cuda")[None, :] <= torch.arange(nq, device="cuda")[:, None] + (nk - nq)
+        ref, ref_lse = _attn(qb, kb, vb, 112 ** -0.5, mask=mask)
+        rounds.close(o[qa:qz], ref[0].transpose(0, 1), 3e-2)
+        rounds.close(lse[:, qa:qz], ref_lse[0] / math.log(2), 1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("S", LENS)
+def test_fa_q_in_registers_d96_on_gpu(S):
+    torch.manual_seed(S)
+    q, k, v = (torch.randn(1, 2, S, 96, device="cuda", dtype=f16) for _ in range(3))
+    o = P.fa_q_in_registers_d96(S=S)(q, k, v)
+    ref, _ = _attn(q, k, v, 96 ** -0.5)
+    rounds.close(o, ref, 2e-2)  # Q times the scale rounded to fp16, as the program asks
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("S", LENS)
+def test_fa_sink_start_bias_frag_d96_on_gpu(S):
+    torch.manual_seed(S)
+    q, k, v = (torch.randn(1, 4, S, 96, device="cuda", dtype=f16) for _ in range(3))
+    sinks = torch.randn(4, device="cuda")
+    bias = torch.randn(4, S, S, device="cuda")
+    o, lse = P.fa_sink_start_bias_frag_d96(S=S)(q, k, v, sinks, bias)
+    pos = torch.arange(S, device="cuda")
+    slopes = torch.tensor([2.0 ** (-8 * (h + 1) / 4) for h in range(4)], device="cuda")
+    alibi = -slopes.view(4, 1, 1) * (pos[:, None] - pos[None, :]).abs().float()
+    ref, ref_lse = _attn(q, k, v, 96 ** -0.5, bias=bias + alibi, sinks=sinks)
+    rounds.close(o, ref, 2e-2)
+    rounds.close(lse, ref_lse / math.log(2), 1e-3)
