@@ -363,6 +363,9 @@ class _Kernel:
         self.narrowed = None  # the enclosing `if` that selects some of the region's threads
         self.bases = view_bases(scope.body)  # view -> the buffer it views
         self.cols = self.col_fragments()  # fragment -> its mma_cols layout
+        # accumulator -> the T.gemm that runs it on SIMT (select_mma): no MMA layout
+        self.simt_c = {s.c: s for s in walk_stmts(scope.body)
+                       if isinstance(s, N.Gemm) and s.family == "simt"}
 
     def fail(self, s, msg: str):
         where = f"{s.loc}: " if getattr(s, "loc", None) else ""
@@ -1040,6 +1043,18 @@ class _Kernel:
         self.why.setdefault(name, s)
 
     # ---- decide -------------------------------------------------------------------------
+    def simt_text(self, names) -> str:
+        """Why a fragment among ``names`` accumulating a T.gemm has no MMA rows: that
+        T.gemm runs on SIMT (its C lives in whatever layout the loops give it)."""
+        g = next((self.simt_c[b] for b in names if b in self.simt_c), None)
+        if g is None:
+            return ""
+        where = f" at {g.loc}" if getattr(g, "loc", None) else ""
+        return (f"; '{g.c}' accumulates the T.gemm{where}, which no tensor-core MMA serves "
+                f"({self.buffers[g.a].dtype} operands, transpose_A={g.transpose_a}, "
+                f"transpose_B={g.transpose_b}: docs/tile-ops.md, T.gemm), so it runs as SIMT "
+                "multiply-adds and has no MMA rows")
+
     def mma_layout(self, name: str):
         a = self.allocs.get(name)
         return a.layout if a is not None and a.layout is not None and a.layout.kind == "mma" else None
@@ -1212,7 +1227,7 @@ class _Kernel:
                 self.fail(nest.loops[0], f"{_this(nest)} walks fragment '{touched[0]}' and "
                                          f"reads '{sorted(row_frags)[0]}', which holds one value per "
                                          "row of a T.gemm accumulator: read it in loops over the "
-                                         "accumulator or over its rows")
+                                         f"accumulator or over its rows{self.simt_text(touched)}")
             if touched:
                 for b in touched:
                     if squeeze(tuple(self.buffers[b].shape)) != squeeze(nest.extents) and \
