@@ -76,12 +76,6 @@ OPTIONS = {
                                    "dropped where nothing between the two copies "
                                    "writes the fragment or any tensor, as nvcc drops "
                                    "it for TileLang's const __restrict__ tensors)",
-    "disable_early_stage_refill": "a T.Pipelined loop's TMA loads refill a stage at the start "
-                                  "of a step, S - 1 steps ahead (by default, where the step "
-                                  "does work after its last read of the loaded tiles, such as "
-                                  "scaling a GEMM's accumulator, the stage is refilled S steps "
-                                  "ahead right after that read, so S loads are in flight "
-                                  "during that work)",
     "disable_shared_memory_reuse": "every shared buffer of a kernel gets bytes of its own (by "
                                    "default buffers in use at different times share bytes); "
                                    "TileLang's tl.disable_shared_memory_reuse",

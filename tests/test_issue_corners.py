@@ -106,9 +106,7 @@ def test_pipelined_write_after_read_and_read_after_atomic_are_ordered():
     assert read < write and "cute.arch.sync_threads()" in lines[read:write]
     lines = _lines(_body("pipelined_atomic_then_read"))
     add = lines.index("tca.atomic_add(tot, 0, a_s[tx])")
-    # (the refill of the step's stage sits between them, after the read of a_s)
-    out = lines.index("Out[k] = tot[0]")
-    assert lines[out - 2] == "cute.arch.sync_threads()" and add < out - 2
+    assert lines[add + 1] == "cute.arch.sync_threads()" and lines[add + 3] == "Out[k] = tot[0]"
 
 
 def test_clear_false_nan_propagating_max_merges_with_a_nan_keeping_max():

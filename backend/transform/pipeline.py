@@ -50,7 +50,7 @@ PASSES = (
         f, arch, auto=not o.get("disable_tma", False))),
     Pass("warp_specialize", lambda f, arch, o: warp_specialize.warp_specialize(
         f, arch, auto=not o.get("disable_warp_specialize", False))),
-    Pass("pipeline_tma_loads", lambda f, arch, o: software_pipeline.pipeline_tma_loads(f, arch, o)),
+    Pass("pipeline_tma_loads", lambda f, arch, o: software_pipeline.pipeline_tma_loads(f, arch)),
     Pass("version_pipelines", lambda f, arch, o: version_pipelines.version_pipelines(f)),
     Pass("overlap_mma", overlap_mma.overlap_mma),
     Pass("assign_tma_descriptors",

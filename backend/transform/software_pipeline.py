@@ -15,12 +15,6 @@ loaded tiles (A from shared memory), the refill moves after it and the gemm keep
 MMAs in flight (``wg_wait=1``): step k's MMAs overlap step k + 1's wait, each thread
 releases step k - 1's stage on an "empty" mbarrier once its MMAs of step k - 1 are done,
 and one thread waits for that release and refills the stage (no block barrier).
-When the step does work after its last statement that reads a loaded tile (a wgmma
-``T.gemm`` whose accumulator the step then scales, as DeepGEMM's fp8 promotion does), the
-refill goes right after that statement and loads step ``k + S`` into step ``k``'s stage (the
-barrier pass puts a block barrier before it), and the prologue issues ``S`` steps: ``S``
-loads are in flight during that work instead of ``S - 1``, as a producer warpgroup would
-keep them (option ``disable_early_stage_refill`` keeps the refill at the start).
 A loop whose program ``order`` issues loads after the rest of the step
 (``For.loads_last``, their shared buffers: ``order=[1, 2, 0], stage=[0, 0, 2]`` names
 both tiles) gets their refill at the end of the body instead of the start (the block
@@ -47,14 +41,13 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from ..ir.visitor import walk_stmts
 from .analysis import names_in as _names, view_bases, view_family
 from .mbarriers import KernelTma, full_wait, i32, issuer, schedule, split_body, sub
 
 
 class _Pipeliner:
-    def __init__(self, k: KernelTma, refill_after_read: bool = True):
-        self.k, self.refill_after_read = k, refill_after_read
+    def __init__(self, k: KernelTma):
+        self.k = k
         self.bases = view_bases(k.scope.body)
 
     def run(self) -> N.KernelScope:
@@ -160,18 +153,8 @@ class _Pipeliner:
                 if j < len(stmts):
                     out.append(stmts[j])
             return out
-        # the step's last statement that reads a loaded tile, when work that reads none
-        # follows it (a GEMM, then its accumulator scaled): the refill goes right after it
-        readers = [j for j, t in enumerate(rest)
-                   if any(self.aliases(c.dst.buffer) & _names(t) for c in loads)]
-        # (every GEMM of the step done by its end: one left in flight could still read the
-        # stage the refill overwrites)
-        read_first = (self.refill_after_read and not mma_tail and not loop.loads_last and
-                      S > 1 and bool(readers) and readers[-1] < len(rest) - 1 and
-                      max(points) <= readers[-1] and
-                      not any(isinstance(t, N.Gemm) and t.wg_wait != 0 for t in walk_stmts(rest)))
         prologue = []
-        for p in range(S if read_first else S - 1):
+        for p in range(S - 1):
             it = N.binop("add", a, i32(p))
             if isinstance(n, N.Const):
                 if p < n.value:
@@ -204,19 +187,10 @@ class _Pipeliner:
                 it = issue(ahead, N.binop("mod", rel, i32(S)), part)
                 return [N.If(N.Cmp("lt", rel, n), it, loc=loop.loc)] if part else []
             new_body = refill(early) + waited(rest) + refill(late)
-        elif read_first:  # step k + S into step k's stage, once the step has read it
-            new_body = waited(rest)
-            at = next(i for i, t in enumerate(new_body) if t is rest[readers[-1]]) + 1
-            ahead_s = N.binop("add", loop.var, i32(S))
-            if not (isinstance(n, N.Const) and n.value <= S):  # (else the prologue loaded all)
-                new_body.insert(at, N.If(N.Cmp("lt", sub(ahead_s, a), n),
-                                         issue(ahead_s, N.binop("mod", sub(loop.var, a), i32(S))),
-                                         loc=loop.loc))
         else:
             new_body = [prefetch] + waited(rest)
         return [*prologue, dataclasses.replace(loop, body=tuple(new_body))]
 
 
-def pipeline_tma_loads(func: N.PrimFunc, arch: str, options: dict | None = None) -> N.PrimFunc:
-    after_read = not (options or {}).get("disable_early_stage_refill")
-    return schedule(func, arch, lambda k: _Pipeliner(k, after_read).run())
+def pipeline_tma_loads(func: N.PrimFunc, arch: str) -> N.PrimFunc:
+    return schedule(func, arch, lambda k: _Pipeliner(k).run())
