@@ -91,9 +91,15 @@ one of M x warps-along-N values, where the warps' partial rows meet; a column re
 (dim=0, which the tile-op lowering leaves in place for a 2-D fragment) of a source in a
 T.gemm register layout (an accumulator, or a fragment sharing its loops) one of N x
 warps-along-M values (a wgmma warpgroup counting its 4 warps), and its output is
-replicated.  A column reduction of a 2-D fragment laid out otherwise is first moved to a
-fragment with the columns last, through a transposed shared tile
-(:func:`~.lower_tile_ops.move_columns_last`), and the kernel is laid out again.
+replicated.  A column reduction of a ``(K, J)`` fragment laid out otherwise reduces in
+place where its blocked rounds are whole rows of ``J // V`` lanes (a power of two up to
+a warp: :func:`_columns_in_place`, :meth:`_Kernel.column_rounds`): its output shares the
+source's group (one ``V``) and is blocked, not replicated, each thread holding its ``V``
+columns as TileLang lays it out; its scratch holds J x warps values.  Other column
+reductions (the output replicated by other reads, no ``V`` fits, or option
+``disable_in_place_column_reduce``) are first moved to a fragment with the columns last,
+through a transposed shared tile (:func:`~.lower_tile_ops.move_columns_last`), and the
+kernel is laid out again.
 """
 
 from __future__ import annotations
@@ -1167,8 +1173,9 @@ class _Kernel:
     def decide(self):
         self.spread_replication()
         for r in self.reduces:
-            if id(r) in self.columns_in_place and ({r.src, r.dst} & self.replicated or
-                                                   self.frag_region.get(r.dst) != self.frag_region.get(r.src)):
+            if id(r) in self.columns_in_place and (
+                    {r.src, r.dst} & self.replicated or
+                    self.frag_region.get(r.dst) != self.frag_region.get(r.src)):
                 raise _NoColumnLayout(f"'{r.dst}' or '{r.src}' is replicated")
         frags = [n for n, a in self.allocs.items()
                  if a.buffer.scope == "fragment" and n not in self.rows and n not in self.cols]
@@ -2311,8 +2318,8 @@ def infer_layouts(func: N.PrimFunc, arch: str = "sm_90a", options: dict | None =
     out by element moves its columns last through a shared tile (its output replicated)."""
     shared = target(arch).shared_per_block
     columns = not (options or {}).get("disable_in_place_column_reduce", False)
-    return dataclasses.replace(func, kernels=tuple(_infer_kernel(func, scope, shared=shared, columns=columns)
-                                                   for scope in func.kernels))
+    return dataclasses.replace(func, kernels=tuple(
+        _infer_kernel(func, scope, shared=shared, columns=columns) for scope in func.kernels))
 
 
 def _shared_estimate(scope: N.KernelScope) -> int:
@@ -2487,7 +2494,7 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
     folded = _fold_replicated_reduces(named, scope, k)
     if folded is not None:  # lay out the kernel with the folds in place of the reduces
         scope, reduces = folded
-        k = _Kernel(func, scope, specials, packed)
+        k = _Kernel(func, scope, specials, packed, columns=in_place)
         k.collect(scope.body)
         for r in reduces:  # a reduction's output is replicated, folded or not
             k.make_replicated(r.dst, r)
@@ -2511,15 +2518,19 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
             except LayoutError:  # (needed in registers too: replicated instead)
                 moved = None
             if moved is not None:
-                return _infer_kernel(func, moved, again, specials=specials, packed=packed, shared=shared, columns=columns)
+                return _infer_kernel(func, moved, again, specials=specials, packed=packed, shared=shared,
+                                     columns=columns)
         if e.packed:
-            return _infer_kernel(func, given, again, specials=specials, packed=False, shared=shared, columns=columns)
+            return _infer_kernel(func, given, again, specials=specials, packed=False, shared=shared,
+                                 columns=columns)
         fewer = ("rows" if e.cols else "cols") if specials is True else False
-        return _infer_kernel(func, given, again, specials=fewer, packed=packed, shared=shared, columns=columns)
+        return _infer_kernel(func, given, again, specials=fewer, packed=packed, shared=shared,
+                             columns=columns)
     except LayoutError:  # a packed read's fragment, not replicated, met a replicated nest:
         # laid out as before the packed layouts (replicated)
         if packed and any(kind == "packed" for _, _, kind in k.specials):
-            return _infer_kernel(func, given, again, specials=specials, packed=False, shared=shared, columns=columns)
+            return _infer_kernel(func, given, again, specials=specials, packed=False, shared=shared,
+                                 columns=columns)
         raise
     # (only where the layouts hold: a program refused by name stays refused)
     large = k.large_replicated() if again else {}
@@ -2535,7 +2546,8 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
             pass
     if moved is not scope:
         moved = _unstage(moved, set(large))
-        return _infer_kernel(func, moved, again=False, specials=specials, packed=packed, shared=shared, columns=columns)
+        return _infer_kernel(func, moved, again=False, specials=specials, packed=packed, shared=shared,
+                             columns=columns)
     return k.rewrite(nest_mode, vector)
 
 
@@ -2582,9 +2594,10 @@ def _columns_in_place(k: _Kernel, off: set, scope: N.KernelScope) -> frozenset:
 
 
 def _unconditional(body) -> list:
-    """The statements of ``body`` that every thread of the block runs: at its top level and
-    in the bodies of serial / pipelined loops and of ``if``s on values alike on every thread
-    (not the thread index) below it."""
+    """The statements of ``body`` that every thread of the block reaches: at its top level
+    and in the bodies of serial / pipelined loops and of ``if``s not on the thread index
+    below it (an ``if`` selecting threads by a Let of it the layout pass refuses for a
+    reduction: ``narrowed``)."""
     out = []
     for s in body:
         out.append(s)
