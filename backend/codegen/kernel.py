@@ -698,10 +698,8 @@ class KernelEmitter:
             return
         out.line(depth, f"{red} = cute.make_rmem_tensor(({rows},), {acc_type})")
         out.line(depth, f"for {r} in cutlass.range_constexpr({rows}):")
-        out.line(depth + 1, f"{acc} = {take(f'{src_}[{r} * {per_row}]')}")
-        if per_row > 1:
-            out.line(depth + 1, f"for {q} in cutlass.range_constexpr(1, {per_row}):")
-            out.line(depth + 2, f"{acc} = tcr.combine({acc}, {take(f'{src_}[{r} * {per_row} + {q}]')}, {op})")
+        self.fold(depth + 1, acc, q, per_row, f"{src_}[{r} * {per_row}]", f"{src_}[{r} * {per_row} + {q}]",
+                  take, op)
         warp = min(threads, 32)
         out.line(depth + 1, f"{red}[{r}] = tcr.warp_allreduce({acc}, {op}, {warp})")
         if threads > 32:
@@ -743,10 +741,7 @@ class KernelEmitter:
                  f"T.reduce_{s.kind}({s.src}, {s.dst}, dim=0): a row is {group} threads x {v} "
                  f"registers, each thread folds {rounds} rows of its {v} columns")
         out.line(depth, f"for {q} in cutlass.range_constexpr({v}):")
-        out.line(depth + 1, f"{acc} = {take(f'{src_}[{q}]')}")
-        if rounds > 1:
-            out.line(depth + 1, f"for {c} in cutlass.range_constexpr(1, {rounds}):")
-            out.line(depth + 2, f"{acc} = tcr.combine({acc}, {take(f'{src_}[{c} * {v} + {q}]')}, {op})")
+        self.fold(depth + 1, acc, c, rounds, f"{src_}[{q}]", f"{src_}[{c} * {v} + {q}]", take, op)
         width = min(threads, 32) // group  # lanes of a warp holding the same columns
         value = f"tcr.warp_allreduce({acc}, {op}, {width}, {group})" if width > 1 else acc
         out.line(depth + 1, f"{red}[{q}] = {value}")
@@ -756,6 +751,15 @@ class KernelEmitter:
             out.line(depth, f"tcr.block_allreduce({red}, {op}, {ident(s.scratch)}, {warps}, {warps}"
                             f"{self.reduce_barrier(True)}{lanes})")
         self.store_reduced(s, red, v, op, depth, q)
+
+    def fold(self, depth: int, acc: str, var: str, count: int, first: str, later: str,
+             take, op: str) -> None:
+        """``acc`` = the combine of a thread's ``count`` registers: ``first``, then ``later``
+        for ``var`` in ``1..count`` (a register expression naming ``var``)."""
+        self.out.line(depth, f"{acc} = {take(first)}")
+        if count > 1:
+            self.out.line(depth, f"for {var} in cutlass.range_constexpr(1, {count}):")
+            self.out.line(depth + 1, f"{acc} = tcr.combine({acc}, {take(later)}, {op})")
 
     def reduce_grouped(self, s: N.Reduce, depth: int, threads: int, v: int, take, op: str) -> None:
         """Rows shorter than threads x ``v``: under the blocked layout each row is the ``v``
@@ -776,10 +780,7 @@ class KernelEmitter:
         out.line(depth, f"{red} = cute.make_rmem_tensor(({rounds},), {acc_type})",
                  f"T.reduce_{s.kind}({s.src}, {s.dst}): a row is {group} threads x {v} registers")
         out.line(depth, f"for {c} in cutlass.range_constexpr({rounds}):")
-        out.line(depth + 1, f"{acc} = {take(f'{src_}[{c} * {v}]')}")
-        if v > 1:
-            out.line(depth + 1, f"for {q} in cutlass.range_constexpr(1, {v}):")
-            out.line(depth + 2, f"{acc} = tcr.combine({acc}, {take(f'{src_}[{c} * {v} + {q}]')}, {op})")
+        self.fold(depth + 1, acc, q, v, f"{src_}[{c} * {v}]", f"{src_}[{c} * {v} + {q}]", take, op)
         out.line(depth + 1, f"{red}[{c}] = tcr.warp_allreduce({acc}, {op}, {min(group, 32)})")
         if group > 32:  # a row spans group // 32 warps
             out.line(depth, f"tcr.block_allreduce({red}, {op}, {ident(s.scratch)}, {threads // 32}, "
