@@ -76,6 +76,12 @@ OPTIONS = {
                                    "dropped where nothing between the two copies "
                                    "writes the fragment or any tensor, as nvcc drops "
                                    "it for TileLang's const __restrict__ tensors)",
+    "disable_in_place_column_reduce": "a column reduction (T.reduce_*(frag, out, dim=0)) of "
+                                      "a fragment laid out by element moves its columns last "
+                                      "through a shared tile and every thread holds the whole "
+                                      "result (by default, where each round of the threads' "
+                                      "registers is whole rows, each thread folds its columns "
+                                      "in place and keeps only those, as TileLang lays it out)",
     "disable_shared_memory_reuse": "every shared buffer of a kernel gets bytes of its own (by "
                                    "default buffers in use at different times share bytes); "
                                    "TileLang's tl.disable_shared_memory_reuse",

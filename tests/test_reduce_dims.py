@@ -60,11 +60,15 @@ CASES = [  # shape, dim, kind, clear, src, dst, keepdim
 ]
 
 
+MOVE_COLUMNS = {"disable_in_place_column_reduce": True}
+
+
 def test_dim0_of_a_fragment_moves_the_dim_last_through_shared():
     # the tile-op lowering leaves the columns of a 2-D fragment in place; the layout pass
-    # moves them last when the fragment has no T.gemm register layout
+    # moves them last when the fragment has no T.gemm register layout and is not reduced
+    # in place (option off here; tests/test_column_reduce_in_place.py has the default)
     assert "T.reduce_sum(x, y, dim=0, clear=True)" in lower_tile_ops(_reduce((64, 32), 0, "sum")).script()
-    text = run_passes(_reduce((64, 32), 0, "sum"), until="infer_layouts").script()
+    text = run_passes(_reduce((64, 32), 0, "sum"), options=MOVE_COLUMNS, until="infer_layouts").script()
     assert re.search(r'x_moved\d+ = T.alloc_shared\(\(32, 64\), "float32"', text)
     # the transposing copy walks x as it is laid out
     assert re.search(r"x_moved\d+\[(i\d+), (i\d+)\] = x\[\2, \1\]", text)
@@ -87,8 +91,9 @@ def _top(func):
 def test_scratch_on_the_bytes_of_the_tile_read_before_waits_for_its_readers(case):
     # the reduction's scratch takes the bytes of the shared tile the fragment was just
     # read from (its life ended there); the helper writes the scratch before its first
-    # barrier, so threads still reading the tile need a barrier first
-    body, allocs = _top(run_passes(_reduce(*case)))
+    # barrier, so threads still reading the tile need a barrier first (a column reduction
+    # moved through a shared tile: option disable_in_place_column_reduce)
+    body, allocs = _top(run_passes(_reduce(*case), options=MOVE_COLUMNS))
     at = next(i for i, s in enumerate(body) if isinstance(s, N.Reduce))
     scratch = allocs[body[at].scratch].slot
     read = [b for b in allocs if re.fullmatch(r"x|x_moved\d+", b)

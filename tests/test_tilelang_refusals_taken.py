@@ -66,10 +66,17 @@ def shared_writes(width: int = 4):
                                            ("max", "cutlass.Float32(float(\"-inf\"))")])
 def test_columns_of_48_over_96_threads_reduce_padded_rows(kind, identity, tmp_path):
     func = column_reduce(kind)
-    src = emit_cute(lower(func, "sm_90a"))
-    # rows of 48 padded to 64 with the identity, then 16 threads x 4 registers a row
+    # moved last (option disable_in_place_column_reduce): rows of 48 padded to 64 with the
+    # identity, then 16 threads x 4 registers a row
+    src = emit_cute(lower(func, "sm_90a", {"disable_in_place_column_reduce": True}))
     assert re.search(r"cutlass\.select_\(\(i\d+ \+ tc_lane\d+\) < 48, tc_ld\d+, " + re.escape(identity), src), src
     assert "tcr.warp_allreduce(tc_acc" in src and f'"{kind}", 16)' in src
+    # by default in place (TileLang's layout, each column in its own threads): lanes 2
+    # apart hold a column, the 3 warps meet in shared
+    src = emit_cute(lower(func, "sm_90a"))
+    assert re.search(rf'tcr.warp_allreduce\(tc_acc\d+, "{kind}", 16, 2\)', src), src
+    assert re.search(rf'tcr.block_allreduce\(tc_red\d+, "{kind}", y_cols_scratch, 3, 3, lanes=2\)', src)
+    assert "< 48" not in src
     assert tilecute.build_cubin(func, "sm_90a", out_dir=str(tmp_path)).kernel_names
 
 

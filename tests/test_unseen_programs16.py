@@ -91,11 +91,16 @@ def test_moved_rows_take_each_reductions_identity():
 
 def test_moved_rows_of_96_and_6_are_padded():
     """[96, 64] columns at 128 threads (rows of 96: TileLang accepts them, each column's
-    rows in its threads) pad to 128 with 0 / -inf; the 6 experts of a [2, 6, 256]
+    rows in its threads) pad to 128 with 0 / -inf when moved last (option
+    disable_in_place_column_reduce; by default they reduce in place, 8 threads x 8
+    registers a row, tests/test_column_reduce_in_place.py); the 6 experts of a [2, 6, 256]
     fragment pad to 8; 384 rows (a multiple of the threads) are not padded."""
-    src = _src("column_stats_96_rows")
+    moved = {"disable_in_place_column_reduce": True}
+    src = rounds.source(P.column_stats_96_rows.get_tir(), options=moved)
     assert "a row is 32 threads x 4 registers" in src, src
     assert "< 96, tc_ld" in src and 'cutlass.Float32(float("-inf"))' in src
+    src = _src("column_stats_96_rows")
+    assert "dim=0): a row is 8 threads x 8 registers, each thread folds 6 rows" in src, src
     assert "a row is 2 threads x 4 registers" in _src("moe_topk6_weighted_sum")
     import tilecute.language as T
 
@@ -107,7 +112,7 @@ def test_moved_rows_of_96_and_6_are_padded():
             T.copy(X, f)
             T.reduce_sum(f, s, dim=0)
             T.copy(s, Y)
-    src = tilecute.compile(k).get_kernel_source()
+    src = tilecute.compile(k, options=moved).get_kernel_source()
     assert "f_frag1 = cute.make_rmem_tensor((96,)" in src and "< 384" not in src, src
 
 

@@ -16,6 +16,8 @@ CPU: each builds to an sm_90a cubin (most also to sm_80), and what each means is
 in the generated source; one program is refused by name.  GPU: each matches a float32 /
 float64 torch reference written to TileLang's meaning, at shapes with tails."""
 
+import re
+
 import pytest
 
 import tilecute
@@ -229,8 +231,11 @@ def test_serial_tiles_clear_the_accumulator_each_time():
 
 def test_bias_grad_sums_columns_of_the_shared_tile():
     src = _src("gemm_weight_grad_with_bias_grad")
-    assert "acc += dY_shared^T @ X_shared" in src and "T.reduce_sum(dY_frag_frag1, col)" in src, src
-    assert "colsum[tc_lane25] = colsum[tc_lane25] + col[(j + tc_lane25)]" in src, src
+    # the column sums in dY_frag's own layout, col blocked alike (each thread its 8
+    # columns: tests/test_column_reduce_in_place.py)
+    assert "acc += dY_shared^T @ X_shared" in src, src
+    assert "T.reduce_sum(dY_frag, col, dim=0): a row is 8 threads x 8 registers" in src, src
+    assert re.search(r"colsum\[(tc_lane\d+)\] = colsum\[\1\] \+ col\[\1\]", src), src
 
 
 def test_row_sums_of_a_fragment_not_laid_out_as_the_accumulator_are_refused():

@@ -77,12 +77,14 @@ def test_kmeans_argmin_from_the_accumulator():
 def test_rwkv6_reduces_dim0_of_the_state_product():
     src = _body("rwkv6_recurrent")
     assert "w_s[i] = cute.math.exp(cute.math.exp(W[h, t, i]) * cutlass.Float32(-1.0))" in src
-    assert "S[tc_k8 * 4 + tc_lane11] = S[tc_k8 * 4 + tc_lane11] * w_s[i_1_] + kv" in src
-    # the dim-0 sum: the tile moved through shared memory with its columns as rows
-    assert "tmp_moved2[" in src and 'tcr.warp_allreduce(tc_acc26, "sum", 16)' in src
+    assert "S[tc_k8 * 8 + tc_lane11] = S[tc_k8 * 8 + tc_lane11] * w_s[i_1_] + kv" in src
+    # the dim-0 sum in the tile's own layout (tests/test_column_reduce_in_place.py): each
+    # thread folds its 4 rows of its 8 columns, lanes 8 apart and then the warps meet
+    assert "_moved" not in src and 'tcr.warp_allreduce(tc_acc19, "sum", 4, 8)' in src
+    assert 'tcr.block_allreduce(tc_red16, "sum", o_cols_scratch, 4, 4, lanes=8)' in src
     # the state is read before it is updated in the same iteration
     body = src[src.index("kv = k_s[i_1_]"):]
-    assert body.index("u_s[i_1_] * kv + S[") < body.index("S[tc_k8 * 4 + tc_lane11] = ")
+    assert body.index("u_s[i_1_] * kv + S[") < body.index("S[tc_k8 * 8 + tc_lane11] = ")
 
 
 def test_hamming_popcount_clz_and_bool_mask():

@@ -693,15 +693,16 @@ class KernelEmitter:
         red, r, q = out.fresh("red"), out.fresh("r"), out.fresh("q")
         acc = out.fresh("acc")
         v = self.layouts[s.src].vector or 1
+        if s.dim == 0 and src.ndim == 2:  # (the layout pass keeps these in place)
+            self.reduce_columns(s, depth, threads, v, take, op)
+            return
         if row % (threads * v):
             self.reduce_grouped(s, depth, threads, v, take, op)
             return
         out.line(depth, f"{red} = cute.make_rmem_tensor(({rows},), {acc_type})")
         out.line(depth, f"for {r} in cutlass.range_constexpr({rows}):")
-        out.line(depth + 1, f"{acc} = {take(f'{src_}[{r} * {per_row}]')}")
-        if per_row > 1:
-            out.line(depth + 1, f"for {q} in cutlass.range_constexpr(1, {per_row}):")
-            out.line(depth + 2, f"{acc} = tcr.combine({acc}, {take(f'{src_}[{r} * {per_row} + {q}]')}, {op})")
+        self.fold(depth + 1, acc, q, per_row, f"{src_}[{r} * {per_row}]", f"{src_}[{r} * {per_row} + {q}]",
+                  take, op)
         warp = min(threads, 32)
         out.line(depth + 1, f"{red}[{r}] = tcr.warp_allreduce({acc}, {op}, {warp})")
         if threads > 32:
@@ -723,6 +724,46 @@ class KernelEmitter:
         out.line(depth + 1, f"{dst_}[{r}] = {value}")
         out.use("reduce")
 
+    def reduce_columns(self, s: N.Reduce, depth: int, threads: int, v: int, take, op: str) -> None:
+        """The columns (dim 0) of a ``(K, J)`` fragment blocked with ``v`` lanes whose rounds
+        are whole rows (layout pass: ``column_rounds``): thread ``t`` holds columns ``(t %
+        g) * v ..`` (``g = J // v``) of rows ``t // g + c * (threads // g)``, register ``c *
+        v + q``.  Each thread folds its rounds per lane, the lanes ``g`` apart holding the same
+        columns all-reduce by shuffles, the warps through shared memory
+        (``tcr.block_allreduce`` with ``lanes=g``); ``dst``, blocked with the same ``v``, takes the ``v``
+        results in threads ``t < g`` (the others' copies are not read): TileLang's layout of
+        the output, each thread keeping only its columns."""
+        out = self.out
+        src, acc_type = self.buffers[s.src], cute_type(self.buffers[s.dst].dtype)
+        rows, cols = (int(d.value) for d in src.shape)
+        group = cols // v  # threads holding one row
+        rounds = rows * cols // (threads * v)
+        src_, dst_ = ident(s.src), ident(s.dst)
+        red, q, c, acc = (out.fresh(x) for x in ("red", "q", "c", "acc"))
+        out.line(depth, f"{red} = cute.make_rmem_tensor(({v},), {acc_type})",
+                 f"T.reduce_{s.kind}({s.src}, {s.dst}, dim=0): a row is {group} threads x {v} "
+                 f"registers, each thread folds {rounds} rows of its {v} columns")
+        out.line(depth, f"for {q} in cutlass.range_constexpr({v}):")
+        self.fold(depth + 1, acc, c, rounds, f"{src_}[{q}]", f"{src_}[{c} * {v} + {q}]", take, op)
+        width = min(threads, 32) // group  # lanes of a warp holding the same columns
+        value = f"tcr.warp_allreduce({acc}, {op}, {width}, {group})" if width > 1 else acc
+        out.line(depth + 1, f"{red}[{q}] = {value}")
+        if threads > 32:
+            warps = threads // 32
+            lanes = f", lanes={group}" if group > 1 else ""
+            out.line(depth, f"tcr.block_allreduce({red}, {op}, {ident(s.scratch)}, {warps}, {warps}"
+                            f"{self.reduce_barrier(True)}{lanes})")
+        self.store_reduced(s, red, v, op, depth, q)
+
+    def fold(self, depth: int, acc: str, var: str, count: int, first: str, later: str,
+             take, op: str) -> None:
+        """``acc`` = the combine of a thread's ``count`` registers: ``first``, then ``later``
+        for ``var`` in ``1..count`` (a register expression naming ``var``)."""
+        self.out.line(depth, f"{acc} = {take(first)}")
+        if count > 1:
+            self.out.line(depth, f"for {var} in cutlass.range_constexpr(1, {count}):")
+            self.out.line(depth + 1, f"{acc} = tcr.combine({acc}, {take(later)}, {op})")
+
     def reduce_grouped(self, s: N.Reduce, depth: int, threads: int, v: int, take, op: str) -> None:
         """Rows shorter than threads x ``v``: under the blocked layout each row is the ``v``
         registers of ``row // v`` consecutive threads (a lane group), and each round of
@@ -742,10 +783,7 @@ class KernelEmitter:
         out.line(depth, f"{red} = cute.make_rmem_tensor(({rounds},), {acc_type})",
                  f"T.reduce_{s.kind}({s.src}, {s.dst}): a row is {group} threads x {v} registers")
         out.line(depth, f"for {c} in cutlass.range_constexpr({rounds}):")
-        out.line(depth + 1, f"{acc} = {take(f'{src_}[{c} * {v}]')}")
-        if v > 1:
-            out.line(depth + 1, f"for {q} in cutlass.range_constexpr(1, {v}):")
-            out.line(depth + 2, f"{acc} = tcr.combine({acc}, {take(f'{src_}[{c} * {v} + {q}]')}, {op})")
+        self.fold(depth + 1, acc, q, v, f"{src_}[{c} * {v}]", f"{src_}[{c} * {v} + {q}]", take, op)
         out.line(depth + 1, f"{red}[{c}] = tcr.warp_allreduce({acc}, {op}, {min(group, 32)})")
         if group > 32:  # a row spans group // 32 warps
             out.line(depth, f"tcr.block_allreduce({red}, {op}, {ident(s.scratch)}, {threads // 32}, "

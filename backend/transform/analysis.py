@@ -680,10 +680,15 @@ def has_pdl_calls(body) -> bool:
 
 def nested_pipelined(s) -> list | None:
     """The statements from ``s`` (a top-level ``T.serial`` loop: a persistent kernel's loop
-    over its tiles, as ``T.Persistent`` builds it) down to the one ``T.Pipelined`` loop
-    inside it, through serial loops and ifs only (``[s, ..., loop]``); None when there is
-    no such loop, or more than one."""
-    if not (isinstance(s, N.For) and s.kind == "serial"):
+    over its tiles, as ``T.Persistent`` builds it; or a top-level ``if`` the block decides
+    as one, not on the thread index: an MoE expert's ``if rows > 0:`` around its GEMM)
+    down to the one ``T.Pipelined`` loop inside it, through serial loops and ifs only
+    (``[s, ..., loop]``); None when there is no such loop, or more than one."""
+    if isinstance(s, N.If):
+        if any(isinstance(c, N.Call) and c.name in ("thread_idx", "shuffle_elect")
+               for c in walk_nodes(s.cond)):
+            return None
+    elif not (isinstance(s, N.For) and s.kind == "serial"):
         return None
     found = []
 
@@ -698,6 +703,13 @@ def nested_pipelined(s) -> list | None:
                 visit(u, path + [t])
     visit(s, [])
     return found[0] if len(found) == 1 else None
+
+
+def under_ifs(path: list) -> bool:
+    """Is the pipelined loop at the end of ``path`` (:func:`nested_pipelined`) under
+    ``if``s alone, with no outer loop?  It runs at most once then, as a top-level loop
+    does, so the software pipeline takes it as one."""
+    return all(isinstance(s, N.If) for s in path[:-1])
 
 
 def guarded_body(body) -> tuple:

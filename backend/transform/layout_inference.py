@@ -91,9 +91,15 @@ one of M x warps-along-N values, where the warps' partial rows meet; a column re
 (dim=0, which the tile-op lowering leaves in place for a 2-D fragment) of a source in a
 T.gemm register layout (an accumulator, or a fragment sharing its loops) one of N x
 warps-along-M values (a wgmma warpgroup counting its 4 warps), and its output is
-replicated.  A column reduction of a 2-D fragment laid out otherwise is first moved to a
-fragment with the columns last, through a transposed shared tile
-(:func:`~.lower_tile_ops.move_columns_last`), and the kernel is laid out again.
+replicated.  A column reduction of a ``(K, J)`` fragment laid out otherwise reduces in
+place where its blocked rounds are whole rows of ``J // V`` lanes (a power of two up to
+a warp: :func:`_columns_in_place`, :meth:`_Kernel.column_rounds`): its output shares the
+source's group (one ``V``) and is blocked, not replicated, each thread holding its ``V``
+columns as TileLang lays it out; its scratch holds J x warps values.  Other column
+reductions (the output replicated by other reads, no ``V`` fits, or option
+``disable_in_place_column_reduce``) are first moved to a fragment with the columns last,
+through a transposed shared tile (:func:`~.lower_tile_ops.move_columns_last`), and the
+kernel is laid out again.
 """
 
 from __future__ import annotations
@@ -247,6 +253,11 @@ class _NoOwnerLayout(Exception):
         self.cols, self.packed, self.demote = cols, packed, demote
 
 
+class _NoColumnLayout(Exception):
+    """A column reduction kept in place (:func:`_columns_in_place`) finds no layout that
+    serves it: lay the kernel out again with it moved (``move_columns_last``)."""
+
+
 class LayoutError(ValueError):
     pass
 
@@ -300,8 +311,12 @@ def _this(nest: _Nest) -> str:
 
 
 class _Kernel:
-    def __init__(self, func: N.PrimFunc, scope: N.KernelScope, specials=True, packed=True):
+    def __init__(self, func: N.PrimFunc, scope: N.KernelScope, specials=True, packed=True,
+                 columns: frozenset = frozenset()):
         self.func, self.scope = func, scope
+        # ids of the column reductions reduced in place (:func:`_columns_in_place`): their
+        # output is blocked with their source's V, not replicated
+        self.columns_in_place = columns
         self.allow_packed = packed  # fragments read packed (fit_packed)
         self.threads = scope.num_threads
         # fragments read at an element another thread's layout gives this thread (a row's
@@ -688,7 +703,10 @@ class _Kernel:
                     self.fail(s, f"T.reduce_{s.kind} runs under {self.narrowed_text()}, "
                                  f"{self.narrowed_why()}")
                 self.reduces.append(s)
-                if s.dst not in self.rows:
+                if id(s) in self.columns_in_place:
+                    self.note_fragment_region(s.src, s)
+                    self.note_fragment_region(s.dst, s)
+                elif s.dst not in self.rows:
                     self.make_replicated(s.dst, s)
                     self.note_fragment_region(s.src, s)
             elif isinstance(s, (N.Gemm, N.SegmentReduce)):
@@ -1169,6 +1187,11 @@ class _Kernel:
 
     def decide(self):
         self.spread_replication()
+        for r in self.reduces:
+            if id(r) in self.columns_in_place and (
+                    {r.src, r.dst} & self.replicated or
+                    self.frag_region.get(r.dst) != self.frag_region.get(r.src)):
+                raise _NoColumnLayout(f"'{r.dst}' or '{r.src}' is replicated")
         frags = [n for n, a in self.allocs.items()
                  if a.buffer.scope == "fragment" and n not in self.rows and n not in self.cols]
         self.check_fragment_views()
@@ -1307,7 +1330,12 @@ class _Kernel:
             if v > 1 and any(self.barrier_in_strided_nest(n) for n in nests):
                 v = 1  # TileLang's: one iteration per thread step (see the method)
             for r in self.reduces:
-                if r.src in members:
+                if r.src in members and id(r) in self.columns_in_place:
+                    while v > 1 and not self.column_rounds(r, v):
+                        v //= 2
+                    if not self.column_rounds(r, v):
+                        raise _NoColumnLayout(f"no V gives '{r.src}' whole rounds of columns")
+                elif r.src in members:
                     row = int(self.buffers[r.src].shape[-1].value)
                     if r.dim != self.buffers[r.src].ndim - 1:
                         self.fail(r, f"internal: T.reduce_{r.kind} over dim {r.dim} of '{r.src}' "
@@ -1354,6 +1382,11 @@ class _Kernel:
                                          f"{self.narrowed_text()}, {self.narrowed_why()}")
         self.fit_columns(nest_mode, vector, find, groups, fixed=set(owner) | set(forced))
         self.fit_packed(nest_mode, vector, find, groups, fixed=set(owner) | set(forced))
+        for r in self.reduces:  # (the lanes the special layouts and fits set, checked too)
+            if id(r) in self.columns_in_place and (
+                    r.src not in vector or vector.get(r.dst) != vector[r.src] or
+                    r.src in self.mma or not self.column_rounds(r, vector[r.src])):
+                raise _NoColumnLayout(f"'{r.src}' has no layout of whole rounds of columns")
         return nest_mode, vector
 
     def fit_packed(self, nest_mode, vector, find, groups, fixed=frozenset()) -> None:
@@ -1587,6 +1620,9 @@ class _Kernel:
             touched = self.walked(nest, parent)
             for b in touched[1:]:
                 parent[find(b)] = find(touched[0])
+        for r in self.reduces:  # a column reduced in place: its output takes its source's V
+            if id(r) in self.columns_in_place and r.src in parent and r.dst in parent:
+                parent[find(r.dst)] = find(r.src)
         return find
 
     def columns_off_mma(self) -> set:
@@ -1636,6 +1672,17 @@ class _Kernel:
         if row % v or per % row or groups < 1 or total % per and not partial:
             return False
         return groups % WARP == 0 if groups > WARP else groups & (groups - 1) == 0
+
+    def column_rounds(self, r: N.Reduce, v: int) -> bool:
+        """Can the column reduction ``r`` (``(K, J)`` into ``(J,)``, :func:`_columns_in_place`)
+        run in place with ``v`` lanes?  Each round of ``threads x v`` elements is then whole
+        rows of ``J // v`` threads' ``v`` registers, that group a power of two up to a warp:
+        thread ``t`` holds columns ``(t % g) * v ..`` of rows ``t // g`` + rounds, and its
+        output, blocked with the same ``v``, lives in threads ``t < g`` (TileLang's layout:
+        each thread keeps its columns; the threads sharing them meet by shuffles and, across
+        warps, shared memory)."""
+        row = int(self.buffers[r.src].shape[-1].value)
+        return self.grouped_rows(r, row, v) and row // v <= WARP
 
     def check_accumulator_reduce(self, r: N.Reduce, layout: N.Layout) -> None:
         """A reduction of a fragment in a T.gemm register layout: its rows (dim=1) into a
@@ -1816,6 +1863,17 @@ class _Kernel:
                     if name not in {a.buffer.name for a in scratch_allocs}:
                         buf = N.Buffer(name, kernel.buffers[s.dst].dtype,
                                        (N.Const(size, "int32"),), "shared")
+                        scratch_allocs.append(N.Allocate(buf, N.Layout("row_major"), loc=s.loc))
+                    return dataclasses.replace(s, scratch=name)
+                if id(s) in kernel.columns_in_place:
+                    # the warps' partials of each column meet in shared: a row a warp
+                    held = kernel.threads // WARP
+                    if held <= 1 or s.scratch:
+                        return s
+                    name = f"{s.dst}_cols_scratch"
+                    buf = N.Buffer(name, kernel.buffers[s.dst].dtype,
+                                   (N.Const(int(src.shape[1].value) * held, "int32"),), "shared")
+                    if name not in {a.buffer.name for a in scratch_allocs}:
                         scratch_allocs.append(N.Allocate(buf, N.Layout("row_major"), loc=s.loc))
                     return dataclasses.replace(s, scratch=name)
                 rows = math.prod(int(d.value) for d in src.shape[:-1])
@@ -2270,10 +2328,13 @@ def _fold_replicated_reduces(func: N.PrimFunc, scope: N.KernelScope, k: _Kernel)
     return _FoldReplicatedReduces(func, k.buffers, {id(r) for r in folded}).visit_kernel(scope), folded
 
 
-def infer_layouts(func: N.PrimFunc, arch: str = "sm_90a") -> N.PrimFunc:
+def infer_layouts(func: N.PrimFunc, arch: str = "sm_90a", options: dict | None = None) -> N.PrimFunc:
+    """Option ``disable_in_place_column_reduce``: every column reduction of a fragment laid
+    out by element moves its columns last through a shared tile (its output replicated)."""
     shared = target(arch).shared_per_block
-    return dataclasses.replace(func, kernels=tuple(_infer_kernel(func, scope, shared=shared)
-                                                   for scope in func.kernels))
+    columns = not (options or {}).get("disable_in_place_column_reduce", False)
+    return dataclasses.replace(func, kernels=tuple(
+        _infer_kernel(func, scope, shared=shared, columns=columns) for scope in func.kernels))
 
 
 def _shared_estimate(scope: N.KernelScope) -> int:
@@ -2417,7 +2478,8 @@ def _unstage(scope: N.KernelScope, names: set) -> N.KernelScope:
 
 
 def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
-                  specials=True, packed: bool = True, shared: int = 0) -> N.KernelScope:
+                  specials=True, packed: bool = True, shared: int = 0,
+                  columns: bool = True) -> N.KernelScope:
     """One kernel's layouts (the module docstring)."""
     given = scope
     scope = _StageUnpairedFragments(func, scope).visit_kernel(scope)
@@ -2434,25 +2496,32 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
         scope = _FoldReplicatedReduces(named, k.buffers, per_thread, columns=True).visit_kernel(scope)
         named = dataclasses.replace(func, kernels=func.kernels + (scope,))
         off -= per_thread
+    # the others reduce in their blocked layout where its rounds are whole rows of lane
+    # groups (TileLang's layout: each thread keeps its columns), else move
+    in_place = _columns_in_place(k, off, scope) if columns else frozenset()
+    off -= in_place
     if off:  # lay out the kernel with those columns moved last
         scope = move_columns_last(named, scope, off)
         named = dataclasses.replace(func, kernels=func.kernels + (scope,))
-    if per_thread or off:
-        k = _Kernel(func, scope, specials, packed)
+    if per_thread or off or in_place:
+        k = _Kernel(func, scope, specials, packed, columns=in_place)
         k.collect(scope.body)
     folded = _fold_replicated_reduces(named, scope, k)
     if folded is not None:  # lay out the kernel with the folds in place of the reduces
         scope, reduces = folded
-        k = _Kernel(func, scope, specials, packed)
+        k = _Kernel(func, scope, specials, packed, columns=in_place)
         k.collect(scope.body)
         for r in reduces:  # a reduction's output is replicated, folded or not
             k.make_replicated(r.dst, r)
     demote = k.replicated_written_by_rows() if again else {}
     if demote:  # (see replicated_written_by_rows) laid out again with them in shared
         return _infer_kernel(func, _to_shared(func, scope, demote), again=False,
-                             specials=specials, packed=packed, shared=shared)
+                             specials=specials, packed=packed, shared=shared, columns=columns)
     try:
         nest_mode, vector = k.decide()
+    except _NoColumnLayout:  # (laid out again with those columns moved last)
+        return _infer_kernel(func, given, again, specials=specials, packed=packed, shared=shared,
+                             columns=False)
     except _NoOwnerLayout as e:  # laid out again with the special accesses' fragments
         # replicated: first those of the kind that failed (the packed reads, the column
         # factors, ``col``, or the others), then all
@@ -2464,15 +2533,19 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
             except LayoutError:  # (needed in registers too: replicated instead)
                 moved = None
             if moved is not None:
-                return _infer_kernel(func, moved, again, specials=specials, packed=packed, shared=shared)
+                return _infer_kernel(func, moved, again, specials=specials, packed=packed, shared=shared,
+                                     columns=columns)
         if e.packed:
-            return _infer_kernel(func, given, again, specials=specials, packed=False, shared=shared)
+            return _infer_kernel(func, given, again, specials=specials, packed=False, shared=shared,
+                                 columns=columns)
         fewer = ("rows" if e.cols else "cols") if specials is True else False
-        return _infer_kernel(func, given, again, specials=fewer, packed=packed, shared=shared)
+        return _infer_kernel(func, given, again, specials=fewer, packed=packed, shared=shared,
+                             columns=columns)
     except LayoutError:  # a packed read's fragment, not replicated, met a replicated nest:
         # laid out as before the packed layouts (replicated)
         if packed and any(kind == "packed" for _, _, kind in k.specials):
-            return _infer_kernel(func, given, again, specials=specials, packed=False, shared=shared)
+            return _infer_kernel(func, given, again, specials=specials, packed=False, shared=shared,
+                                 columns=columns)
         raise
     # (only where the layouts hold: a program refused by name stays refused)
     large = k.large_replicated() if again else {}
@@ -2488,7 +2561,8 @@ def _infer_kernel(func: N.PrimFunc, scope: N.KernelScope, again: bool = True,
             pass
     if moved is not scope:
         moved = _unstage(moved, set(large))
-        return _infer_kernel(func, moved, again=False, specials=specials, packed=packed, shared=shared)
+        return _infer_kernel(func, moved, again=False, specials=specials, packed=packed, shared=shared,
+                             columns=columns)
     return k.rewrite(nest_mode, vector)
 
 
@@ -2507,6 +2581,46 @@ def _columns_per_thread(k: _Kernel, off: set) -> set:
         if all(isinstance(d, N.Const) for d in src.shape) and dst.shape[0] == src.shape[1] \
                 and int(src.shape[1].value) % k.threads == 0:
             out.add(id(r))
+    return out
+
+
+def _columns_in_place(k: _Kernel, off: set, scope: N.KernelScope) -> frozenset:
+    """Of the column reductions ``off`` (``dim=0`` of a 2-D fragment laid out by element,
+    columns not whole rounds of the threads), those that may reduce in the source's
+    blocked layout (:meth:`_Kernel.column_rounds` decides it once ``V`` is known): a
+    ``(K, J)`` fragment of the block's threads, constant shape, into a ``(J,)`` fragment,
+    neither a view nor viewed, the output no T.gemm row or column fragment, and the
+    reduction not inside a nest or under a thread-selecting ``if`` (its shuffles and
+    barrier need every thread of the block)."""
+    top = {id(s) for s in _unconditional(scope.body)}
+    out = set()
+    for r in k.reduces:
+        src, dst = k.buffers[r.src], k.buffers[r.dst]
+        if id(r) not in off or id(r) not in top or src.ndim != 2 or dst.ndim != 1 or \
+                dst.scope != "fragment" or {r.src, r.dst} & (set(k.bases) | set(k.bases.values())) or \
+                r.dst in k.rows or r.dst in k.cols or \
+                k.frag_region.get(r.src, (0, k.threads)) != (0, k.threads):
+            continue
+        if not (k.threads % WARP == 0 or k.threads <= WARP and k.threads & (k.threads - 1) == 0):
+            continue
+        if all(isinstance(d, N.Const) for d in src.shape) and dst.shape[0] == src.shape[1]:
+            out.add(id(r))
+    return frozenset(out)
+
+
+def _unconditional(body) -> list:
+    """The statements of ``body`` that every thread of the block reaches: at its top level
+    and in the bodies of serial / pipelined loops and of ``if``s not on the thread index
+    below it (an ``if`` selecting threads by a Let of it the layout pass refuses for a
+    reduction: ``narrowed``)."""
+    out = []
+    for s in body:
+        out.append(s)
+        if isinstance(s, N.For) and s.kind in ("serial", "pipelined", "unrolled"):
+            out += _unconditional(s.body)
+        elif isinstance(s, N.If) and not any(isinstance(c, N.Call) and c.name == "thread_idx"
+                                             for c in walk_nodes(s.cond)):
+            out += _unconditional(s.then) + _unconditional(s.orelse)
     return out
 
 

@@ -61,7 +61,7 @@ PASSES = (
     Pass("stage_global_loads", lambda f, arch, o: stage_loads.stage_global_loads(f, o)),
     Pass("fragment_thread_regions",
          lambda f, arch, o: fragment_thread_regions.fragment_thread_regions(f)),
-    Pass("infer_layouts", lambda f, arch, o: layout_inference.infer_layouts(f, arch)),
+    Pass("infer_layouts", lambda f, arch, o: layout_inference.infer_layouts(f, arch, o)),
     Pass("defer_row_sums", lambda f, arch, o: defer_row_sums.defer_row_sums(f, o)),
     Pass("vectorize", lambda f, arch, o: vectorize.vectorize(
         f, arch, auto_async=not o.get("disable_async_copy", False),

@@ -21,6 +21,8 @@ both tiles) gets their refill at the end of the body instead of the start (the b
 barrier the barrier pass puts before it orders it after the reads of the stage it
 refills, made in step k - 1); the other loads stay at the start (all arrive on the
 stage's one mbarrier).
+A loop under top-level ``if``s alone (no outer loop: it runs at most once) is pipelined
+the same way in place (:func:`.analysis.under_ifs`).
 Consecutive pending loads at the kernel's top level share one mbarrier and one wait.
 Loops the warp-specialization pass took have no pending loads left.
 
@@ -41,7 +43,8 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import nodes as N
-from .analysis import names_in as _names, view_bases, view_family
+from ..ir.visitor import replace_stmt
+from .analysis import names_in as _names, nested_pipelined, under_ifs, view_bases, view_family
 from .mbarriers import KernelTma, full_wait, i32, issuer, schedule, split_body, sub
 
 
@@ -85,6 +88,11 @@ class _Pipeliner:
                 after = [w for n, w in due if not n & filled]
                 stmts = self.pipelined(s)
                 out += first + stmts[:-1] + after + stmts[-1:]
+            elif (path := nested_pipelined(s)) is not None and under_ifs(path) and \
+                    self.k.pending(path[-1].body):
+                # a loop under a block-uniform ``if`` (an MoE expert's ``if rows > 0:``)
+                # runs at most once, as a top-level one: pipelined in place
+                out += [w for _, w in due] + list(replace_stmt((s,), path[-1], self.pipelined(path[-1])))
             elif due and isinstance(s, N.WarpGroups):
                 # a T.ws region reads the loads: its threads wait at its start.  Between
                 # side-by-side regions (``if tx >= 128: ... else: ...``) a wait would split

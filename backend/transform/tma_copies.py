@@ -210,8 +210,8 @@ class _Kernel(StmtMutator):
                 out.append(tma_of(s))
             elif isinstance(s, N.For) and s.kind == "pipelined":
                 out.append(self.pipelined_loop(s))
-            elif (path := nested_pipelined(s)) is not None:  # a persistent kernel's tiles
-                out.append(self.nest(s, path))
+            elif (path := nested_pipelined(s)) is not None:  # a persistent kernel's tiles,
+                out.append(self.nest(s, path))  # or a loop under a block-uniform ``if``
             else:
                 out.append(self.visit(s))
         return dataclasses.replace(self.scope, body=tuple(out))

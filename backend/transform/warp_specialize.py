@@ -44,7 +44,8 @@ from ..ir.visitor import (fold_constants, replace_exprs, replace_stmt, substitut
                           walk_nodes, walk_stmts)
 from ..target import MAX_THREADS, PRODUCER_REGS, WARPGROUP, arch_at_least, target
 from .analysis import (buffers_used, guarded_body, let_values, lifetimes, loads as expr_loads,
-                       nested_pipelined, stage_bytes, syncs_grid, top_loads, written_globals)
+                       nested_pipelined, stage_bytes, syncs_grid, top_loads, under_ifs,
+                       written_globals)
 from .tma_copies import TmaError, is_pending_load
 from .mbarriers import KernelTma, full_wait, i32, issuer, schedule, split_body, sub
 
@@ -67,22 +68,24 @@ class _Specializer:
         for s in self.k.scope.body:
             if isinstance(s, N.For) and s.kind == "pipelined":
                 body += self.loop(s)
-            elif (path := nested_pipelined(s)) is not None:  # a persistent kernel's tiles
-                body += self.nested(s, path)
+            elif (path := nested_pipelined(s)) is not None:  # a persistent kernel's tiles,
+                body += self.nested(s, path)  # or a loop under a block-uniform ``if``
             else:
                 body.append(s)
         scope = self.k.finish(body)
         return dataclasses.replace(scope, producer_threads=WARPGROUP if self.producer else 0)
 
     def nested(self, outer: N.For, path: list) -> list:
-        """A pipelined loop inside an outer loop (``path``: from ``outer`` down to it): the
+        """A pipelined loop inside an outer loop or ``if`` (``path``: from ``outer`` down to it): the
         producer's loop replays the outer loops, Lets and ifs around it, and both roles
         count the steps of the loop's earlier runs (a local counter each), so the stages
         and mbarrier phases run on from tile to tile and the producer loads the next
         tile's first stages while the compute warpgroups finish the last one (its
         epilogue).  The tile's own loads before the loop (attention's Q) the producer
         issues once per run.  A loop that gets no producer has its loads put back as
-        copies (the software pipeline handles top-level loops only)."""
+        copies (the software pipeline takes top-level loops, and loops under top-level
+        ``if``s only: :func:`under_ifs`), or, under ifs only, keeps them for the software
+        pipeline."""
         loop, body = path[-1], (outer,)
         run_loads = self.run_loads(path)
         if any(var_names(c.src) - self.producer_sees(path[0], path) for c in run_loads):
@@ -92,7 +95,8 @@ class _Specializer:
             if len(out) == 1 or not run_loads:
                 body = replace_stmt(body, c, [_copy_back(c, self.k.func)])
         if len(out) == 1:  # no producer
-            return list(replace_stmt(body, loop, [_loop_back(loop, self.k.func)]))
+            kept = out[0] if under_ifs(path) else _loop_back(loop, self.k.func)
+            return list(replace_stmt(body, loop, [kept]))
         producer, inits, compute, run_wait, run_done = out
         body = replace_stmt(body, loop, compute)
         if run_loads:  # the compute warpgroups wait for the tile's loads where they stood
@@ -324,6 +328,11 @@ class _Specializer:
             return ("T.Pipelined(warp_specialize=True): a body under an `if` in a loop inside an "
                     "outer loop (the producer warpgroup issues guarded loads only for a loop at "
                     "the kernel's top level)")
+        if path is not None and self.thread_dependent(
+                tuple(s.cond for s in path if isinstance(s, N.If))):
+            return ("T.Pipelined(warp_specialize=True): an `if` around the loop reads the "
+                    "thread index, which the producer warpgroup's own threads would read "
+                    "differently")
         guards = () if guard is None else (guard[0],)  # (the producer decides it too)
         needs = var_names((loop.start, loop.extent) + tuple(c.src for c in loads) + guards) - \
             {loop.var.name}
@@ -344,6 +353,17 @@ class _Specializer:
                     "the compute threads' locals (a T.alloc_var read in the loop's bounds or a "
                     "load's origin)")
         return None
+
+    def thread_dependent(self, conds: tuple) -> bool:
+        """Do ``conds`` read the thread index, directly or through the kernel's top-level
+        Lets (``tx = T.get_thread_binding()``)?"""
+        derived: set[str] = set()
+        for s in self.k.scope.body:
+            if isinstance(s, N.Let) and (var_names(s.value) & derived or any(
+                    isinstance(c, N.Call) and c.name == "thread_idx" for c in walk_nodes(s.value))):
+                derived.add(s.var.name)
+        return bool(var_names(conds) & derived) or any(
+            isinstance(c, N.Call) and c.name == "thread_idx" for c in walk_nodes(conds))
 
     def crowded_mma(self) -> str | None:
         """Why a producer warpgroup would leave some wgmma of the kernel too few registers,

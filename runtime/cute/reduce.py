@@ -161,10 +161,14 @@ def gather_allreduce(value, op: cutlass.Constexpr, scratch: cute.Tensor, tid,
 def block_allreduce(vals: cute.Tensor, op: cutlass.Constexpr, scratch: cute.Tensor,
                     num_warps: cutlass.Constexpr, group_warps: cutlass.Constexpr,
                     threads: cutlass.Constexpr = 0, barrier_id: cutlass.Constexpr = 1,
-                    first_warp: cutlass.Constexpr = 0):
+                    first_warp: cutlass.Constexpr = 0, lanes: cutlass.Constexpr = 1):
     """All-reduce each of the R values of the register tensor ``vals`` (R = its static
     size) across groups of ``group_warps`` consecutive warps; the result replaces
-    ``vals[r]`` in every thread of the group.
+    ``vals[r]`` in every thread of the group.  With ``lanes`` (a power of two up to 32)
+    each warp holds ``lanes`` different values, lane ``l`` the one of ``l % lanes`` (the
+    columns of a fragment's rows, a row ``lanes`` threads wide, all-reduced within the
+    warp by lanes ``lanes`` apart): they meet separately, ``scratch`` holding ``R *
+    num_warps * lanes`` elements.
 
     Contract: every ``vals[r]`` is already reduced within its warp (e.g. by
     :func:`warp_allreduce` with width 32); ``group_warps`` divides ``num_warps``, both
@@ -187,9 +191,10 @@ def block_allreduce(vals: cute.Tensor, op: cutlass.Constexpr, scratch: cute.Tens
     if cutlass.const_expr(group_warps > 1):
         rows = cute.size(vals)
         warp = cute.arch.warp_idx() - first_warp
-        if cute.arch.lane_idx() == 0:
+        lane = cute.arch.lane_idx()
+        if lane < lanes:
             for r in cutlass.range_constexpr(rows):
-                scratch[r * num_warps + warp] = vals[r]
+                scratch[(r * num_warps + warp) * lanes + lane] = vals[r]
         _sync(threads, barrier_id)
         first = 0  # first warp of this thread's group
         if cutlass.const_expr(group_warps < num_warps):
@@ -197,10 +202,13 @@ def block_allreduce(vals: cute.Tensor, op: cutlass.Constexpr, scratch: cute.Tens
                 first = warp & -group_warps  # warp >= 0: a mask, not a signed division
             else:
                 first = (warp // group_warps) * group_warps
+        mine = 0
+        if cutlass.const_expr(lanes > 1):
+            mine = lane % lanes
         for r in cutlass.range_constexpr(rows):
-            acc = scratch[r * num_warps + first]
+            acc = scratch[(r * num_warps + first) * lanes + mine]
             for g in cutlass.range_constexpr(1, group_warps):
-                acc = combine(acc, scratch[r * num_warps + first + g], op)
+                acc = combine(acc, scratch[(r * num_warps + first + g) * lanes + mine], op)
             vals[r] = acc
         _sync(threads, barrier_id)
 
