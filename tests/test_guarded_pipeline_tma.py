@@ -80,6 +80,25 @@ def test_option_and_program_still_choose_cp_async():
     assert {c.src.buffer for c in _tma_loads(f)} == {"A", "B"}
 
 
+def test_an_if_some_threads_skip_keeps_its_copies():
+    """An ``if`` on the thread index through a Let (``tx % 2 == 0``) is no block decision:
+    the TMA issuer (thread 0) could be among the threads that skip it, and no block barrier
+    can stand inside it, so its loop's copies are not made TMA loads."""
+    @T.prim_func
+    def odd_rows(A: T.Tensor((1024, 256), "float16"), B: T.Tensor((1024, 64), "float32")):
+        with T.Kernel(8, threads=256) as bx:
+            tx = T.get_thread_binding()
+            a_s = T.alloc_shared((128, 64), "float16")
+            if tx % 2 == 0:
+                for k in T.Pipelined(4, num_stages=2):
+                    T.copy(A[bx * 128, k * 64], a_s)
+                    for i in T.serial(64):
+                        B[bx * 128 + tx // 2, i] += T.float32(a_s[tx // 2, i])
+
+    f = run_passes(odd_rows, "sm_90a", {}, until="lower_copies_to_tma")
+    assert not [s for s in walk_stmts(f.kernels[0].body) if isinstance(s, N.TmaCopy)]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("M,N,K,ws", [(1024, 1024, 1024, None), (4096, 2048, 512, None),
                                       (1024, 512, 1000, False)])

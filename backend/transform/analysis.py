@@ -80,6 +80,19 @@ def tainted_lets(body, seed=(), taints=lambda value: False) -> set[str]:
     return out
 
 
+def reads_thread_index(e) -> bool:
+    """Does ``e`` call the thread index itself?"""
+    return any(isinstance(c, N.Call) and c.name in ("thread_idx", "shuffle_elect")
+               for c in walk_nodes(e))
+
+
+def thread_dependent(exprs, body) -> bool:
+    """Do ``exprs`` read the thread index, directly or through ``body``'s Lets (a
+    kernel's ``tx = T.get_thread_binding()``)?"""
+    return bool(var_names(exprs) & tainted_lets(body, taints=reads_thread_index)) or \
+        reads_thread_index(exprs)
+
+
 def mentions(e, name: str) -> bool:
     if isinstance(e, N.Var):
         return e.name == name
@@ -685,8 +698,7 @@ def nested_pipelined(s) -> list | None:
     down to the one ``T.Pipelined`` loop inside it, through serial loops and ifs only
     (``[s, ..., loop]``); None when there is no such loop, or more than one."""
     if isinstance(s, N.If):
-        if any(isinstance(c, N.Call) and c.name in ("thread_idx", "shuffle_elect")
-               for c in walk_nodes(s.cond)):
+        if reads_thread_index(s.cond):
             return None
     elif not (isinstance(s, N.For) and s.kind == "serial"):
         return None

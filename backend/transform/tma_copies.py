@@ -51,8 +51,9 @@ from ..ir.visitor import (StmtMutator, fold_constants, linear_form, substitute, 
 from ..runtime.dtypes import DTYPES
 from ..target import arch_at_least
 from .analysis import (accesses, aliased, all_names, fresh_name, guarded_body, matrix_of, matrix_slice,  # noqa: F401
-                       mentions, nested_pipelined, parallel_nest, row_slice, tma_allowed, tma_box,
-                       tma_swizzle, view_bases, view_layout, whole, without_body, written_globals)
+                       mentions, nested_pipelined, parallel_nest, row_slice, thread_dependent,
+                       tma_allowed, tma_box, tma_swizzle, view_bases, view_layout, whole, without_body,
+                       written_globals)
 
 
 class TmaError(ValueError):
@@ -210,8 +211,11 @@ class _Kernel(StmtMutator):
                 out.append(tma_of(s))
             elif isinstance(s, N.For) and s.kind == "pipelined":
                 out.append(self.pipelined_loop(s))
-            elif (path := nested_pipelined(s)) is not None:  # a persistent kernel's tiles,
-                out.append(self.nest(s, path))  # or a loop under a block-uniform ``if``
+            elif (path := nested_pipelined(s)) is not None and not thread_dependent(
+                    tuple(t.cond for t in path if isinstance(t, N.If)), self.scope.body):
+                # a persistent kernel's tiles, or a loop under a block-uniform ``if`` (one
+                # some threads skip keeps its copies: the TMA issuer may be among them)
+                out.append(self.nest(s, path))
             else:
                 out.append(self.visit(s))
         return dataclasses.replace(self.scope, body=tuple(out))

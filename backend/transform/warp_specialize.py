@@ -44,8 +44,8 @@ from ..ir.visitor import (fold_constants, replace_exprs, replace_stmt, substitut
                           walk_nodes, walk_stmts)
 from ..target import MAX_THREADS, PRODUCER_REGS, WARPGROUP, arch_at_least, target
 from .analysis import (buffers_used, guarded_body, let_values, lifetimes, loads as expr_loads,
-                       nested_pipelined, stage_bytes, syncs_grid, top_loads, under_ifs,
-                       written_globals)
+                       nested_pipelined, stage_bytes, syncs_grid, thread_dependent, top_loads,
+                       under_ifs, written_globals)
 from .tma_copies import TmaError, is_pending_load
 from .mbarriers import KernelTma, full_wait, i32, issuer, schedule, split_body, sub
 
@@ -328,8 +328,8 @@ class _Specializer:
             return ("T.Pipelined(warp_specialize=True): a body under an `if` in a loop inside an "
                     "outer loop (the producer warpgroup issues guarded loads only for a loop at "
                     "the kernel's top level)")
-        if path is not None and self.thread_dependent(
-                tuple(s.cond for s in path if isinstance(s, N.If))):
+        if path is not None and thread_dependent(
+                tuple(s.cond for s in path if isinstance(s, N.If)), self.k.scope.body):
             return ("T.Pipelined(warp_specialize=True): an `if` around the loop reads the "
                     "thread index, which the producer warpgroup's own threads would read "
                     "differently")
@@ -353,17 +353,6 @@ class _Specializer:
                     "the compute threads' locals (a T.alloc_var read in the loop's bounds or a "
                     "load's origin)")
         return None
-
-    def thread_dependent(self, conds: tuple) -> bool:
-        """Do ``conds`` read the thread index, directly or through the kernel's top-level
-        Lets (``tx = T.get_thread_binding()``)?"""
-        derived: set[str] = set()
-        for s in self.k.scope.body:
-            if isinstance(s, N.Let) and (var_names(s.value) & derived or any(
-                    isinstance(c, N.Call) and c.name == "thread_idx" for c in walk_nodes(s.value))):
-                derived.add(s.var.name)
-        return bool(var_names(conds) & derived) or any(
-            isinstance(c, N.Call) and c.name == "thread_idx" for c in walk_nodes(conds))
 
     def crowded_mma(self) -> str | None:
         """Why a producer warpgroup would leave some wgmma of the kernel too few registers,
