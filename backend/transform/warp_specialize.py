@@ -315,7 +315,10 @@ class _Specializer:
                     "and orders it (as TileLang, tilecute adds no producer warpgroup then)")
         if not arch_at_least(self.k.arch, 90) or not mma_tail:
             return ("T.Pipelined(warp_specialize=True) needs sm_90a and a body whose loads "
-                    "become TMA copies and that ends with a wgmma T.gemm on the loaded tiles")
+                    "become TMA copies and that ends with a wgmma T.gemm on the loaded tiles "
+                    "(after it only register work, or with option disable_warp_specialize_tail "
+                    "unset, GEMMs, atomics, barriers and stores on tiles of its own, not "
+                    "ending with a GEMM)")
         if len(scope.threads) != 1 or threads % WARPGROUP or threads + WARPGROUP > MAX_THREADS:
             return (f"T.Pipelined(warp_specialize=True) needs 1-D threads in whole warpgroups "
                     f"(multiples of {WARPGROUP}) with room for a producer warpgroup (at most "
