@@ -87,6 +87,11 @@ OPTIONS = {
                                    "TileLang's tl.disable_shared_memory_reuse",
     "disable_warp_specialize": "no producer warpgroup unless a T.Pipelined loop asks for one "
                                "(warp_specialize=True); TileLang's tl.disable_warp_specialized",
+    "disable_warp_specialize_tail": "a T.Pipelined loop whose last wgmma T.gemm on its loaded "
+                                    "tiles is followed by more than register work (stores to "
+                                    "shared tiles of its own, GEMMs on them, atomics, block "
+                                    "barriers: TileLang's GQA backward's dQ) gets no producer "
+                                    "warpgroup (by default it gets one, as in TileLang)",
     "pdl": "Programmatic Dependent Launch (sm_90+): each kernel is launched with programmatic "
            "stream serialization, so it starts (its prologue overlaps) while the previous "
            "kernel on the stream finishes, and waits for that kernel's memory "

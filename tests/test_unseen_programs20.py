@@ -119,10 +119,11 @@ def test_attention_backward_transposes_and_atomics():
     assert "if qt * 64 + 64 > bx * 64:" in src  # causal tiles skipped
     assert "keep = bx * 64 + i <= qt * 64 + (j + " in src
     assert "* cutlass.Float32(0.125)" in src  # dK scaled by the softmax scale
-    # every shared operand written by the threads is fenced and synced before its GEMM
+    # every shared operand written by the threads is fenced and synced before its GEMM (the
+    # compute warpgroups' named barrier: the loop has a producer warpgroup)
     for buf, gemm in [("pt_s", "T.gemm(pt_s"), ("dst_s", "T.gemm(dst_s, q_s")]:
         seg = src.split(f"cute.make_tensor({buf}.iterator", 1)[1].split(gemm, 1)[0]
-        assert "cute.arch.sync_threads()" in seg, buf
+        assert "cute.arch.barrier(barrier_id=1, number_of_threads=128)" in seg, buf
     src = _body(_src("attn_bwd_delta_bshd"))
     # (the ragged tile's rows: a vector path under the row test, no per-lane reads of O)
     assert "O.iterator + cute.assume(bz * 38400 + (bx * 64 + i1) * 192 + by * 64 + i2" in src
@@ -140,9 +141,10 @@ def test_attention_backward_register_operands():
     # clear_accum: the score, dP and dQ GEMMs overwrite their accumulators
     assert src.count("accumulate=False)") == 3
     assert "# T.gemm(ds_s, k_s, dq): dq = ds_s^T @ k_s" in src
-    # dS^T is written to shared after the dK GEMM read its registers, and read after a barrier
+    # dS^T is written to shared after the dK GEMM read its registers, and read after a
+    # barrier (the compute warpgroups' named barrier: the loop has a producer warpgroup)
     seg = src.split("cute.make_tensor(ds_s.iterator", 1)[1].split("T.gemm(ds_s", 1)[0]
-    assert "cute.arch.sync_threads()" in seg
+    assert "cute.arch.barrier(barrier_id=1, number_of_threads=128)" in seg
     assert "tca.atomic_add_view(cute.make_tensor(dQacc.iterator" in src
 
 

@@ -73,14 +73,23 @@ class KernelTma:
         return isinstance(last, N.Gemm) and self.wgmma(last) and last.wg_wait == 0 and \
             bool({last.a, last.b} & {c.dst.buffer for c in loads})
 
-    def mma_then_registers(self, rest, loads) -> bool:
+    def mma_then_registers(self, rest, loads, compute_tail: bool = False) -> bool:
         """Is the body's last statement on the tiles it loads a wgmma ``T.gemm``, followed
         only by register work (none: ``mma_tail``): loops, branches, Lets, stores, fills
         and copies touching fragments and locals (and reading global tensors the kernel
         never writes) alone, so no GEMM, reduction, barrier, atomic or call (FP8's
         promotion of the accumulator every few steps: ``if (k + 1) % 2 == 0: acc2 += acc;
         T.clear(acc)``)?  The compute warpgroups run it as they run the GEMM; TileLang
-        specializes such a loop too."""
+        specializes such a loop too.
+
+        ``compute_tail``: also followed by work on the kernel's own shared tiles and on
+        global memory that none of the loaded tiles take part in -- stores and copies into
+        shared or global memory (no load from global memory into shared: that is the
+        producer's), GEMMs on other tiles, atomics and block barriers (the compute
+        threads' named barrier then), as TileLang's GQA backward: dS^T into shared
+        memory, dQ = dS K by mma.sync and its atomics after the last wgmma on Q and dO.
+        The body must not end with a GEMM there (its batch would stay in flight past the
+        step, which the stages' release rules only allow for a GEMM on the stages)."""
         tiles = {c.dst.buffer for c in loads}
         users = [i for i, s in enumerate(rest) if buffers_used(s) & tiles]
         if not users:
@@ -88,8 +97,12 @@ class KernelTma:
         g = rest[users[-1]]
         if not (isinstance(g, N.Gemm) and self.wgmma(g) and g.wg_wait == 0 and {g.a, g.b} & tiles):
             return False
+        tail = rest[users[-1] + 1:]
+        if compute_tail and tail and not isinstance(tail[-1], N.Gemm) and \
+                all(self.compute_work(s) for s in tail):
+            return True
         written = {b for b, _, w in accesses(self.scope.body) if w}
-        for s in rest[users[-1] + 1:]:
+        for s in tail:
             used = buffers_used(s)
             # (registers, and global tensors the kernel only reads: deepgemm's scales)
             if any(b in written if b not in self.allocs else
@@ -99,6 +112,24 @@ class KernelTma:
                        for t in walk_stmts([s])):
                 return False
         return True
+
+    def compute_work(self, s) -> bool:
+        """Can the compute warpgroups run ``s`` alone, in a step after its stages' last
+        use (:meth:`mma_then_registers`' ``compute_tail``)?  Loops, branches, Lets,
+        stores, fills, GEMMs, atomics, block barriers and copies other than global ->
+        shared loads."""
+        kinds = (N.For, N.If, N.Let, N.Store, N.Fill, N.Clear, N.Copy, N.Gemm, N.AtomicAdd,
+                 N.Barrier)
+        for t in walk_stmts([s]):
+            if not isinstance(t, kinds):
+                return False
+            if isinstance(t, N.Copy) and self.scope_of(t.src.buffer) == "global" and \
+                    self.scope_of(t.dst.buffer) == "shared":
+                return False
+        return True
+
+    def scope_of(self, name: str) -> str:
+        return self.allocs[name].buffer.scope if name in self.allocs else "global"
 
     def finish(self, body) -> N.KernelScope:
         """The kernel with ``body``, the stage counts on its allocations and the new

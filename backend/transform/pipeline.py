@@ -49,7 +49,8 @@ PASSES = (
     Pass("lower_copies_to_tma", lambda f, arch, o: tma_copies.lower_copies_to_tma(
         f, arch, auto=not o.get("disable_tma", False))),
     Pass("warp_specialize", lambda f, arch, o: warp_specialize.warp_specialize(
-        f, arch, auto=not o.get("disable_warp_specialize", False))),
+        f, arch, auto=not o.get("disable_warp_specialize", False),
+        compute_tail=not o.get("disable_warp_specialize_tail", False))),
     Pass("pipeline_tma_loads", lambda f, arch, o: software_pipeline.pipeline_tma_loads(f, arch)),
     Pass("version_pipelines", lambda f, arch, o: version_pipelines.version_pipelines(f)),
     Pass("overlap_mma", overlap_mma.overlap_mma),

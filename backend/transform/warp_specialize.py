@@ -55,8 +55,9 @@ class WarpSpecializeError(TmaError):
 
 
 class _Specializer:
-    def __init__(self, k: KernelTma, auto: bool = True):
+    def __init__(self, k: KernelTma, auto: bool = True, compute_tail: bool = True):
         self.k, self.auto = k, auto  # auto: the pass may choose a producer by itself
+        self.compute_tail = compute_tail  # (KernelTma.mma_then_registers')
         self.producer: N.If | None = None
         self.staged: dict[str, int] = {}  # buffers earlier pipelined loops load, their stages
 
@@ -132,7 +133,8 @@ class _Specializer:
         ws = loop.warp_specialize
         if ws is False:
             return [loop]
-        refusal = self.refusal(loop, loads, self.k.mma_then_registers(rest, loads), path, guard)
+        refusal = self.refusal(loop, loads, self.k.mma_then_registers(rest, loads, self.compute_tail),
+                               path, guard)
         blocks = self.k.scope.min_blocks_per_sm
         if refusal is None and blocks > 1:
             refusal = (f"the kernel asks for {blocks} blocks per SM "
@@ -317,7 +319,10 @@ class _Specializer:
                     "and orders it (as TileLang, tilecute adds no producer warpgroup then)")
         if not arch_at_least(self.k.arch, 90) or not mma_tail:
             return ("T.Pipelined(warp_specialize=True) needs sm_90a and a body whose loads "
-                    "become TMA copies and that ends with a wgmma T.gemm on the loaded tiles")
+                    "become TMA copies and that ends with a wgmma T.gemm on the loaded tiles "
+                    "(after it only register work, or with option disable_warp_specialize_tail "
+                    "unset, GEMMs, atomics, barriers and stores on tiles of its own, not "
+                    "ending with a GEMM)")
         if len(scope.threads) != 1 or threads % WARPGROUP or threads + WARPGROUP > MAX_THREADS:
             return (f"T.Pipelined(warp_specialize=True) needs 1-D threads in whole warpgroups "
                     f"(multiples of {WARPGROUP}) with room for a producer warpgroup (at most "
@@ -549,10 +554,14 @@ def _by_first_use(loads, rest) -> list:
     return sorted(first.items())
 
 
-def warp_specialize(func: N.PrimFunc, arch: str, auto: bool = True) -> N.PrimFunc:
+def warp_specialize(func: N.PrimFunc, arch: str, auto: bool = True,
+                    compute_tail: bool = True) -> N.PrimFunc:
     """``auto=False`` (option ``disable_warp_specialize``): only loops that ask for a
-    producer (``warp_specialize=True``, or overlapped GEMMs) get one."""
-    return schedule(func, arch, lambda k: _Specializer(k, auto).run())
+    producer (``warp_specialize=True``, or overlapped GEMMs) get one.
+    ``compute_tail=False`` (option ``disable_warp_specialize_tail``): a loop whose last
+    wgmma GEMM on its loaded tiles is followed by more than register work (shared tiles
+    of its own, GEMMs, atomics, barriers: TileLang's GQA backward's dQ) gets none."""
+    return schedule(func, arch, lambda k: _Specializer(k, auto, compute_tail).run())
 
 
 def split_roles(func: N.PrimFunc, arch: str) -> N.PrimFunc:
