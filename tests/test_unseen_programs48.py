@@ -1,0 +1,447 @@
+"""A forty-eighth set of programs in TileLang's idioms (tests/unseen_programs48.py):
+DeepSeek-V3.2 / V4-era sparse attention and block-scaled fp8 -- the sparse MLA forward over
+top-k token indices (512 latent + 64 rope, KV rows gathered into shared memory, -1 / future
+indices masked), the same with its latent split into column slices of the shared tiles, V4's
+sparse attention with a per-head sink over a head block wider than the heads, the lightning
+indexer (dense over a per-block K window, and block-sparse over chosen K blocks), the logits
+clean-up, a radix top-k selector, NSA's compressed-block attention, DeepGEMM's block-scaled
+fp8 GEMM, the ue8m0 act_quant, and the sparse MLA backward's dQ / dKV by atomics.
+
+CPU: each builds to an sm_90a cubin (and an sm_80 one where it uses no fp8), and what decides
+its result is read in the generated source.  All built and read right as first written; the
+one refusal met (a bool fragment used as the score's column mask and again as the dKV
+accumulator's row mask) is TileLang's too ("Layout infer conflict between valid and acc_dkv"
+in TileLang 0.1.15), and its tilecute message names the fragment and the line.
+GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs48.py``)."""
+
+import math
+import re
+
+import pytest
+import torch
+
+import tilecute
+import tilecute.language as T
+from tilecute.transform.layout_inference import LayoutError
+import rounds
+import unseen_programs48 as P
+
+bf16, f32, i32, fp8 = torch.bfloat16, torch.float32, torch.int32, torch.float8_e4m3fn
+
+NAMES = ["act_quant_ue8m0", "clean_logits_window", "deepgemm_fp8_promote",
+         "indexer_block_sparse_fp8", "lightning_indexer_fp8", "nsa_compressed_attn",
+         "radix_topk_select", "sparse_attn_sink_fwd", "sparse_mla_bwd_dq_dkv", "sparse_mla_fwd",
+         "sparse_mla_fwd_split_latent"]
+# eager kernels are built from the arguments they are called with (CPU tensors give the shapes)
+EAGER = {
+    "indexer_block_sparse_fp8": lambda: P.indexer_block_sparse_fp8.compile(
+        torch.zeros(8 * 32, 64, dtype=fp8), torch.zeros(1024, 64, dtype=fp8), torch.zeros(1024),
+        torch.zeros(8, 4, dtype=torch.int64), torch.zeros(8, 32), torch.zeros(8, dtype=i32),
+        torch.zeros(8, dtype=i32)),
+    "clean_logits_window": lambda: P.clean_logits_window.compile(
+        torch.zeros(16, 3000), torch.zeros(16, dtype=i32), torch.zeros(16, dtype=i32)),
+    "act_quant_ue8m0": lambda: P.act_quant_ue8m0.compile(torch.zeros(100, 512, dtype=bf16)),
+    "lightning_indexer_fp8": lambda: P.lightning_indexer_fp8.compile(
+        torch.zeros(100 * 8, 64, dtype=fp8), torch.zeros(300, 64, dtype=fp8), torch.zeros(300),
+        torch.zeros(100, 8), torch.zeros(100, dtype=i32), torch.zeros(100, dtype=i32)),
+}
+# no sm_80 cubin: fp8 GEMMs and casts (sm_89+); the split-latent forward's two KV stages and Q
+# take 225 KiB of shared memory (sm_80 has 163; test below); the eager kernels are on sm_90a only
+NO_SM80 = {"deepgemm_fp8_promote", "sparse_mla_fwd_split_latent"} | set(EAGER)
+
+_arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
+_kernel = rounds.kernel_of(P, EAGER)
+_body = rounds.body_of(_kernel)
+test_every_program_is_listed = rounds.every_public_program_is_listed(P, NAMES)
+test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, _kernel)
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(
+    sorted(set(NAMES) - NO_SM80), rounds.tir_of(P), "sm_80")
+
+
+# ---- what decides each result, in the generated source -----------------------------------------
+def test_sparse_mla_gathers_latent_and_rope_rows_by_index():
+    src = _body("sparse_mla_fwd")
+    # the latent and rope parts of Q from one TMA'd row block each; KV rows gathered by index
+    assert "tct.load(Q_desc, tc_smem + 0, tc_bar0, (0, 0, s_i1, by1)" in src
+    assert "tct.load(Q_desc, tc_smem + 65536, tc_bar0, (512, 0, s_i1, by1)" in src
+    assert "cutlass.max(Indices[by1, s_i1, 0, bi_1_], 0) * 576 + 0 * 576 + d" in src
+    assert "cutlass.max(Indices[by1, s_i1, 0, bi_2_], 0) * 576 + 0 * 576 + 512 + d_1_" in src
+    assert "valid[tc_q15 + tc_lane17] = idx >= 0 and idx <= s_i1" in src
+    # the score: masked start, the latent GEMM then the rope GEMM into the same accumulator
+    assert 'cutlass.select_(valid[tcrow.col_of(acc_s, ' in src
+    assert src.index("# T.gemm(Q_s, KV_s, acc_s)") < src.index("# T.gemm(Qt_s, Kt_s, acc_s)")
+    assert "l_i[tc_q42] = cute.math.log2(l_i[tc_q42]) + m_i[tc_q42] * cutlass.Float32(0.06011229333333333)" in src
+    assert "Lse[by1, s_i1, i10] = l_i[" in src
+
+
+def test_split_latent_gemms_read_column_slices():
+    src = _body("sparse_mla_fwd_split_latent")
+    # Q_s's columns 256.. start 4 swizzled 64-column chunks in (4 * 8192 bytes); stage st of KV_s
+    assert "tcm.operand(tc_smem + 32768, cutlass.BFloat16, 64, 256, 128, False" in src
+    assert "tcm.operand(tc_smem + cute.assume(106496 + (st) * 73728, divby=1024), cutlass.BFloat16, 64, 256, 128, False" in src
+    assert "tcm.operand(tc_smem + 65536, cutlass.BFloat16, 64, 64, 128, False" in src  # the rope columns
+    # each output half is P times its half of the latent columns (B operand N-major)
+    assert re.search(r"# T\.gemm\(P_s, KV_s\[st, 0:64, 256:512\], acc_r\):[^\n]*\n\s+tcm\.gemm\(tc_mma4, tc_tid, acc_r, "
+                     r"tcm\.operand\(tc_smem \+ 221184, .*tcm\.operand\(tc_smem \+ cute\.assume\(106496 \+ \(st\) \* 73728, "
+                     r"divby=1024\), cutlass\.BFloat16, 64, 256, 128, True", src)
+
+
+def test_sink_attention_guards_the_head_block_past_the_heads():
+    k = P.sparse_attn_sink_fwd()
+    src = rounds.kernel_body(k)
+    # Q, the sinks and the output move by TMA boxes of 64 heads over a 16-head tensor: the
+    # box's rows past the tensor read zero and are not stored
+    assert "tct.load(Q_desc, tc_smem + 0, tc_bar0, (0, h0, s_i, b), 16384" in src
+    assert "tct.load(Sinks_desc, tc_smem + 57856, tc_bar0, (h0,), 128)" in src
+    assert "tct.store(Out_desc, tc_smem + 0, (0, h0, s_i, b)" in src
+    assert "ok[tc_q10 + tc_lane12] = tc_vec11[tc_lane12] >= 0" in src
+    # the sink joins each row's denominator after the partial row sums are combined
+    tail = src.split("tcrow.combine_rows(denom, ", 1)[1]
+    assert "denom[tc_q30] = denom[tc_q30] + cute.math.exp2((cutlass.Float32(sink_s[h_5_]) * cutlass.Float32(1.44269504) - mx[tc_q30]" in tail
+
+
+def test_block_sparse_indexer_casts_block_ids_and_sums_heads():
+    src = _body("indexer_block_sparse_fp8")
+    assert "blk = cutlass.Int32(BlockIdx[m, n])" in src
+    assert '"wgmma", cutlass.Float8E4M3FN, cutlass.Float8E4M3FN, cutlass.Float32' in src
+    assert "cute.arch.fmax(s[tc_r7 + tc_lane8] * ks_s[j_1_], cutlass.Float32(0.0)) * w[" in src
+    assert 'tcrow.reduce_segments(s, tc_s_ij, s3_runs, "sum", 32, 1, tc_tid, 0)' in src
+    assert "if k0 + j_2_ < k_lo or k0 + j_2_ >= k_hi:" in src
+    assert "Logits[m, n * 128 + sub * 64 + j_3_] = lg[0]" in src
+
+
+def test_lightning_indexer_walks_the_block_window_and_stores_transposed():
+    src = _body("lightning_indexer_fp8")
+    assert "q0 = bx * 16" in src  # block_Q = 128 // heads, heads a T.const (8)
+    assert "k_lo[0] = cutlass.min(k_lo[0], cutlass.min(tc_ld1, seq_len_kv))" in src
+    assert "for n in cutlass.range(0, (k_hi[0] - k_lo[0] + 64 - 1) // 64):" in src
+    assert "tc_ld15 = KScale[k_lo[0] + n * 64 + i5]" in src  # the K scales as the score's rows
+    assert 'tcrow.reduce_segments(s, tc_s_ij, s3_runs, "sum", 8, 16, tc_tid, 0)' in src
+    assert "Logits[q0 + (q_3_ + tc_lane24), k_lo[0] + n * 64 + j_1_] = lg[" in src
+
+
+def test_clean_logits_marks_ends_then_outside():
+    src = _body("clean_logits_window")
+    assert "col = c * 1024 + r * 256 + tx" in src
+    assert re.search(r'if col == lo or col == hi - 1:\s+Logits\[row, col\] = cutlass\.Float32\(float\("inf"\)\)\s+'
+                     r'if col < lo or col >= hi:\s+Logits\[row, col\] = cutlass\.Float32\(float\("-inf"\)\)', src)
+
+
+def test_radix_select_keys_scans_and_places():
+    src = _body("radix_topk_select")
+    key = ("cutlass.select_(x[b, p] < cutlass.Float32(0.0), (cutlass.Int32(tcmath.reinterpret(cutlass.Float16(x[b, p]), "
+           "cutlass.Uint16)) ^ -1) & 65535, cutlass.Int32(tcmath.reinterpret(cutlass.Float16(x[b, p]), cutlass.Uint16) | "
+           "cutlass.Uint16(32768))) >> 8")
+    assert "tca.atomic_add(hist, cutlass.Int32(" + key + "), 1)" in src
+    assert src.count("cute.arch.barrier(barrier_id=1, number_of_threads=256)") == 3
+    assert "if tc_tid < 256:" in src  # the scan's threads only, around the named barriers
+    assert "need[0] = 64 - hist[t_bin[0] + 1]" in src
+    assert "pos[0] = tca.atomic_fetch(hist, key[0] + 1, 1, \"add\")" in src
+    assert "pos[0] = tca.atomic_fetch(n_eq, 0, 1, \"add\")" in src
+    assert "index[b, 64 - need[0] + r] = eq_list[r]" in src
+
+
+def test_nsa_compressed_attention_counts_visible_blocks():
+    src = _body("nsa_compressed_attn")
+    assert "n_vis = cutlass.Int32(cutlass.select_(t1 + 1 >= 32, (t1 + 1 - 32) // 16 + 1, 0))" in src
+    assert "for c in cutlass.range(0, (n_vis + 32 - 1) // 32):" in src
+    assert "cutlass.select_(c * 32 + (j + tc_lane8) < n_vis, acc_s[" in src
+    assert "tcm.gemm_warp(" in src  # 16 rows (the group's heads): mma.sync
+    assert "cutlass.select_(n_vis > 0, acc_o[tc_r19 + tc_lane20] / tot[" in src
+
+
+def test_deepgemm_promotes_each_k_block_with_both_scales():
+    src = _body("deepgemm_fp8_promote")
+    assert "accumulate=False)" in src  # clear_accum: the K block's own product
+    assert "tc_ld4 = Sa[k, by_1_ * 64 + i3]" in src  # K-major activation scales
+    assert "sb = Sb[bx_1_ * 64 // 128, k]" in src  # two 64-wide N blocks share a weight scale
+    assert "acc[tc_r5 + tc_lane6] = acc[tc_r5 + tc_lane6] + part[tc_r5 + tc_lane6] * sa_s[i] * sb" in src
+    assert "panel_index - panel_index // 2 * 2 == 1" in src  # T.use_swizzle's serpentine panels
+
+
+def test_act_quant_builds_the_scale_from_bits():
+    src = _body("act_quant_ue8m0")
+    assert ("tcmath.reinterpret(cutlass.Int32(tcmath.reinterpret(cute.arch.fmax(tc_red13[tc_c18], cutlass.Float32(0.0001)) "
+            "* cutlass.Float32(0.002232142857142857), cutlass.Uint32) >> cutlass.Uint32(23) & cutlass.Uint32(255)) - 127 + "
+            "cutlass.Int32(cutlass.select_(") in src
+    assert "!= cutlass.Uint32(0), 1, 0)) + 127 << 23, cutlass.Float32)" in src
+    assert "cute.arch.fmin(cute.arch.fmax(" in src and "cutlass.Float32(-448.0)), cutlass.Float32(448.0))" in src
+    assert "e8[bx * 32 + i_2_, by] = cutlass.Uint8(tcmath.reinterpret(tc_rows19[tc_c23], cutlass.Uint32) >> cutlass.Uint32(23) & cutlass.Uint32(255))" in src
+    assert "tct.load(" not in src  # disable_tma: cp.async in, plain stores out
+    assert "if bx * 32 + i7 < M:" in src  # the partial last row block
+
+
+def test_sparse_mla_bwd_scatters_dkv_by_atomics():
+    src = _body("sparse_mla_bwd_dq_dkv")
+    assert "cute.math.exp2(acc_p[tc_r20 + tc_lane21] * cutlass.Float32(0.10411754621281724) - lse[" in src
+    assert ("acc_dp[tc_r22 + tc_lane23] = acc_p[tc_r22 + tc_lane23] * (acc_dp[tc_r22 + tc_lane23] - delta["
+            in src)
+    assert "# T.gemm(dS_s, Q_s, acc_dkv): acc_dkv = dS_s^T @ Q_s" in src
+    assert "# T.gemm(P_s, dO_s, acc_dkv): acc_dkv += P_s^T @ dO_s" in src
+    assert re.search(r"row = Idx\[b, s_i, it \* 64 \+ bi_6_\]\s+if row >= 0 and row <= s_i:\s+"
+                     r"tca\.atomic_add\(dKV, \(b, row, \(d_2_ \+ tc_lane31\)\), acc_dkv\[", src)
+    assert "tca.atomic_add(dKV, (b, row_1_, 128 + (d_3_ + tc_lane33)), acc_dkt[" in src
+    assert "tct.store(dQ_desc, tc_smem + 0, (128, 0, s_i, b)" in src  # the rope part of dQ
+
+
+def test_split_latent_is_too_big_for_sm80():
+    with pytest.raises(tilecute.transform.shared_memory.SharedMemoryError,
+                       match=r"unseen_programs48\.py:\d+: prim_func 'main': kernel 0 needs 230400 bytes of shared "
+                             r"memory; a block can have at most 166912 on sm_80"):
+        rounds.source(P.sparse_mla_fwd_split_latent.get_tir(), "sm_80")
+
+
+def test_column_mask_reused_as_accumulator_row_mask_is_refused():
+    """TileLang 0.1.15 refuses this too: "Layout infer conflict between valid and acc_dkv"."""
+
+    @T.prim_func
+    def main(Idx: T.Tensor((64,), T.int32), A: T.Tensor((64, 64), T.bfloat16),
+             Out: T.Tensor((64, 64), T.float32), dK: T.Tensor((64, 64), T.float32)):
+        with T.Kernel(1, threads=128):
+            a_s = T.alloc_shared((64, 64), T.bfloat16)
+            valid = T.alloc_fragment((64,), T.bool)
+            acc = T.alloc_fragment((64, 64), T.float32)
+            acc_t = T.alloc_fragment((64, 64), T.float32)
+            T.copy(A, a_s)
+            for j in T.Parallel(64):
+                valid[j] = Idx[j] >= 0
+            for i, j in T.Parallel(64, 64):
+                acc[i, j] = T.if_then_else(valid[j], 0, -1.0)
+            T.gemm(a_s, a_s, acc, transpose_B=True)
+            T.gemm(a_s, a_s, acc_t, transpose_A=True, clear_accum=True)
+            T.copy(acc, Out)
+            for i, j in T.Parallel(64, 64):
+                if valid[i]:
+                    dK[i, j] = acc_t[i, j]
+
+    with pytest.raises(LayoutError, match=r"test_unseen_programs48\.py:\d+: prim_func 'main': fragment 'valid' "
+                                          r"holds one value per row of a T\.gemm accumulator"):
+        rounds.source(main)
+
+
+# ---- on the GPU ----------------------------------------------------------------------------
+def _rows_with_self(S, SKV, topk, gen, pad=0.1):
+    """Per query s: topk distinct KV positions (SKV >= topk), s itself first so that every
+    row sees one; a share of the others -1.  Some lie past s (the causal kernels mask them)."""
+    rows = []
+    for s in range(S):
+        r = torch.randperm(SKV, generator=gen)[:topk]
+        hit = (r == s).nonzero()
+        if len(hit):
+            r[hit[0, 0]] = r[0]
+        r[0] = s
+        rows.append(r)
+    idx = torch.stack(rows).to(i32)
+    drop = torch.rand(S, topk, generator=gen) < pad
+    drop[:, 0] = False
+    return idx.masked_fill(drop, -1)
+
+
+def _gathered_attention(q, kv, idx, sm_scale, dv, causal):
+    """softmax(q k^T * sm_scale) v over each query's gathered rows; -1 (and, with ``causal``,
+    rows past the query) masked; q (S, H, Dq), kv (SKV, Dq), idx (S, topk).  Returns O and the
+    natural-log LSE, float32."""
+    S = q.shape[0]
+    g = kv.float()[idx.clamp(min=0).long()]  # (S, topk, Dq)
+    s = torch.einsum("shd,std->sht", q.float(), g) * sm_scale
+    bad = idx < 0
+    if causal:
+        bad |= idx > torch.arange(S, device=idx.device)[:, None]
+    s = s.masked_fill(bad[:, None, :], float("-inf"))
+    p = s.softmax(-1)
+    return torch.einsum("sht,std->shd", p, g[..., :dv]), torch.logsumexp(s, -1)
+
+
+@pytest.mark.gpu
+def test_sparse_mla_fwd_on_gpu():
+    gen = torch.Generator().manual_seed(0)
+    S, H, topk = 160, 64, 128
+    Q = (torch.randn(1, S, H, 576, generator=gen) * 0.5).to(bf16).cuda()
+    KV = (torch.randn(1, S, 1, 576, generator=gen) * 0.5).to(bf16).cuda()
+    Idx = _rows_with_self(S, S, topk, gen).view(1, S, 1, topk).cuda()
+    O, Lse = P.sparse_mla_fwd()(Q, KV, Idx)
+    ref, lse = _gathered_attention(Q[0], KV[0, :, 0], Idx[0, :, 0], 576**-0.5, 512, True)
+    torch.testing.assert_close(O[0].float(), ref, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(Lse[0], lse * math.log2(math.e), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_sparse_mla_fwd_split_latent_on_gpu():
+    gen = torch.Generator().manual_seed(1)
+    S, H, topk = 144, 64, 128
+    Q = (torch.randn(S, H, 576, generator=gen) * 0.5).to(bf16).cuda()
+    KV = (torch.randn(S, 576, generator=gen) * 0.5).to(bf16).cuda()
+    Idx = _rows_with_self(S, S, topk, gen).cuda()
+    O = P.sparse_mla_fwd_split_latent()(Q, KV, Idx)
+    ref, _ = _gathered_attention(Q, KV, Idx, 576**-0.5, 512, False)
+    torch.testing.assert_close(O.float(), ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+def test_sparse_attn_sink_fwd_on_gpu():
+    gen = torch.Generator().manual_seed(2)
+    S, SKV, H, D, topk = 128, 512, 16, 128, 128
+    Q = torch.randn(1, S, H, D, generator=gen).to(bf16).cuda()
+    KV = torch.randn(1, SKV, D, generator=gen).to(bf16).cuda()
+    Sinks = torch.randn(H, generator=gen).to(bf16).cuda()
+    Idx = torch.stack([torch.randperm(SKV, generator=gen)[:topk] for _ in range(S)]).to(i32)
+    Idx[torch.rand(S, topk, generator=gen) < 0.2] = -1
+    Idx[:, 0] = 7
+    Idx = Idx.view(1, S, topk).cuda()
+    O = P.sparse_attn_sink_fwd()(Q, KV, Idx, Sinks)
+    g = KV[0].float()[Idx[0].clamp(min=0).long()]
+    s = torch.einsum("shd,std->sht", Q[0].float(), g) * D**-0.5
+    s = s.masked_fill((Idx[0] < 0)[:, None, :], float("-inf"))
+    s = torch.cat([s, Sinks.float()[None, :, None].expand(S, H, 1)], -1)
+    ref = torch.einsum("sht,std->shd", s.softmax(-1)[..., :-1], g)
+    torch.testing.assert_close(O[0].float(), ref, rtol=2e-2, atol=2e-2)
+
+
+def _fp8(*shape, gen, scale=1.0):
+    return (torch.randn(*shape, generator=gen) * scale).to(fp8)
+
+
+@pytest.mark.gpu
+def test_indexer_block_sparse_fp8_on_gpu():
+    gen = torch.Generator().manual_seed(3)
+    M, H, D, N, kvb, nb = 64, 32, 64, 1024, 128, 4
+    q, k = _fp8(M * H, D, gen=gen), _fp8(N, D, gen=gen)
+    ks = torch.rand(N, generator=gen) * 0.1 + 0.05
+    blk = torch.stack([torch.randperm(N // kvb, generator=gen)[:nb] for _ in range(M)])
+    w = torch.randn(M, H, generator=gen)
+    lo = torch.randint(0, N // 2, (M,), generator=gen).to(i32)
+    hi = (lo + torch.randint(1, N // 2, (M,), generator=gen)).to(i32)
+    args = [t.cuda() for t in (q, k, ks, blk, w, lo, hi)]
+    L = P.indexer_block_sparse_fp8(*args)
+    pos = blk[:, :, None] * kvb + torch.arange(kvb)  # (M, nb, kvb)
+    kk = k.float()[pos.flatten()].view(M, nb, kvb, D)
+    s = torch.einsum("mhd,mtid->mtih", q.float().view(M, H, D), kk) * ks[pos][..., None]
+    ref = (s.clamp(min=0) * w[:, None, None, :]).sum(-1)
+    ref = ref.masked_fill((pos < lo[:, None, None]) | (pos >= hi[:, None, None]), float("-inf"))
+    torch.testing.assert_close(L.cpu(), ref.view(M, nb * kvb), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_lightning_indexer_fp8_on_gpu():
+    gen = torch.Generator().manual_seed(4)
+    S, H, D, SKV = 100, 8, 64, 300
+    q, k = _fp8(S * H, D, gen=gen), _fp8(SKV, D, gen=gen)
+    ks = torch.rand(SKV, generator=gen) * 0.1 + 0.05
+    w = torch.randn(S, H, generator=gen)
+    ke = torch.arange(S, dtype=i32) * 3 + 1  # query s sees keys [ks, 3 s + 1)
+    lo = (ke - torch.randint(1, 100, (S,), generator=gen).to(i32)).clamp(min=0)
+    args = [t.cuda() for t in (q, k, ks, w, lo, ke)]
+    L = P.lightning_indexer_fp8(*args).cpu()
+    s = torch.einsum("shd,nd->snh", q.float().view(S, H, D), k.float())
+    ref = (s.clamp(min=0) * w[:, None, :]).sum(-1) * ks[None, :]
+    for m in range(S):  # the query's own window is always visited
+        a, b = lo[m].item(), min(ke[m].item(), SKV)
+        torch.testing.assert_close(L[m, a:b], ref[m, a:b], rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_clean_logits_window_on_gpu():
+    gen = torch.Generator().manual_seed(5)
+    M, N = 16, 3000
+    X = torch.randn(M, N, generator=gen)
+    lo = torch.randint(0, 1500, (M,), generator=gen).to(i32)
+    hi = (lo + torch.randint(1, 1500, (M,), generator=gen)).to(i32)
+    ref = X.clone()
+    n = torch.arange(N)[None, :]
+    ref = ref.masked_fill((n < lo[:, None]) | (n >= hi[:, None]), float("-inf"))
+    ref[torch.arange(M), lo.long()] = float("inf")
+    ref[torch.arange(M), hi.long() - 1] = float("inf")
+    got = X.cuda()
+    P.clean_logits_window(got, lo.cuda(), hi.cuda())
+    assert torch.equal(got.cpu(), ref)
+
+
+def _key16(x):
+    bits = x.half().view(torch.int16).to(torch.int32) & 0xFFFF
+    return torch.where(x < 0, ~bits & 0xFFFF, bits | 0x8000) >> 8
+
+
+@pytest.mark.gpu
+def test_radix_topk_select_on_gpu():
+    gen = torch.Generator().manual_seed(6)
+    B, L, k = 5, 5000, 64
+    x = torch.randn(B, L, generator=gen)
+    starts = torch.tensor([0, 100, 7, 2000, 0], dtype=i32)
+    ends = torch.tensor([5000, 164, 3000, 4999, 900], dtype=i32)
+    index = P.radix_topk_select()(x.cuda(), starts.cuda(), ends.cuda()).cpu()
+    for b in range(B):
+        sel = index[b].long()
+        assert len(set(sel.tolist())) == k
+        assert (sel >= starts[b]).all() and (sel < ends[b]).all()
+        win = _key16(x[b, starts[b]:ends[b]])
+        assert torch.equal(_key16(x[b, sel]).sort().values, win.sort().values[-k:])
+
+
+@pytest.mark.gpu
+def test_nsa_compressed_attn_on_gpu():
+    gen = torch.Generator().manual_seed(7)
+    S, H, G, D, L, st = 200, 32, 2, 64, 32, 16
+    NC = (S - L) // st + 1
+    Q = torch.randn(S, H, D, generator=gen).to(bf16).cuda()
+    Kc = torch.randn(NC, G, D, generator=gen).to(bf16).cuda()
+    Vc = torch.randn(NC, G, D, generator=gen).to(bf16).cuda()
+    O = P.nsa_compressed_attn()(Q, Kc, Vc)
+    kk = Kc.float().repeat_interleave(H // G, 1)  # (NC, H, D)
+    vv = Vc.float().repeat_interleave(H // G, 1)
+    s = torch.einsum("thd,chd->thc", Q.float(), kk) * D**-0.5
+    last = torch.arange(NC, device="cuda") * st + L - 1
+    seen = last[None, :] <= torch.arange(S, device="cuda")[:, None]  # (S, NC)
+    p = s.masked_fill(~seen[:, None, :], float("-inf")).softmax(-1).nan_to_num(0.0)
+    ref = torch.einsum("thc,chd->thd", p, vv)
+    torch.testing.assert_close(O.float(), ref, rtol=2e-2, atol=2e-2)
+    assert (O[:L - 1] == 0).all()  # queries before the first block's last token
+
+
+@pytest.mark.gpu
+def test_deepgemm_fp8_promote_on_gpu():
+    gen = torch.Generator().manual_seed(8)
+    M, N, K = 200, 512, 1024
+    A, B = _fp8(M, K, gen=gen), _fp8(N, K, gen=gen)
+    Sa = torch.rand(K // 128, M, generator=gen) * 0.1 + 0.01
+    Sb = torch.rand(N // 128, K // 128, generator=gen) * 0.1 + 0.01
+    C = P.deepgemm_fp8_promote()(A.cuda(), B.cuda(), Sa.cuda(), Sb.cuda())
+    a = A.float() * Sa.T.repeat_interleave(128, 1)
+    b = B.float() * Sb.repeat_interleave(128, 0).repeat_interleave(128, 1)
+    torch.testing.assert_close(C.cpu().float(), a @ b.T, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+def test_act_quant_ue8m0_on_gpu():
+    gen = torch.Generator().manual_seed(9)
+    X = torch.randn(100, 512, generator=gen) * 3
+    X[5, :128] = 0.0  # an all-zero group: amax floored at 1e-4
+    Xb = X.to(bf16)
+    y, s, e8 = P.act_quant_ue8m0(Xb.cuda())
+    amax = Xb.float().view(100, 4, 128).abs().amax(-1).clamp(min=1e-4) * (1.0 / 448.0)
+    m, e = torch.frexp(amax)  # amax = m * 2^e, m in [0.5, 1): ceil(log2) is e, or e - 1 at m = 0.5
+    e = torch.where(m == 0.5, e - 1, e)
+    ref_s = torch.ldexp(torch.ones_like(amax), e)
+    assert torch.equal(s.cpu(), ref_s)
+    assert torch.equal(e8.cpu().to(torch.int32), e + 127)
+    ref_y = (Xb.float().view(100, 4, 128) / ref_s[..., None]).clamp(-448, 448).to(fp8)
+    assert torch.equal(y.cpu().float().view(100, 4, 128), ref_y.float())
+
+
+@pytest.mark.gpu
+def test_sparse_mla_bwd_dq_dkv_on_gpu():
+    gen = torch.Generator().manual_seed(10)
+    S, H, D, DT, topk = 160, 64, 128, 64, 128  # seq_len >= topk: distinct indices
+    sm = (D + DT) ** -0.5
+    Q = (torch.randn(S, H, D + DT, generator=gen) * 0.5).to(bf16).cuda()
+    KV = (torch.randn(S, D + DT, generator=gen) * 0.5).to(bf16).cuda()
+    dO = torch.randn(S, H, D, generator=gen).to(bf16).cuda()
+    Idx = _rows_with_self(S, S, topk, gen).cuda()
+    q, kv = Q.float().requires_grad_(), KV.float().requires_grad_()
+    O, lse = _gathered_attention(q, kv, Idx, sm, D, True)
+    (O * dO.float()).sum().backward()
+    delta = (O.detach() * dO.float()).sum(-1)
+    dKV = torch.zeros(1, S, D + DT, device="cuda")
+    dQ = P.sparse_mla_bwd_dq_dkv(seq_len=S)(Q[None], KV[None], dO[None], Idx[None],
+                                    (lse.detach() * math.log2(math.e))[None], delta[None], dKV)
+    rounds.max_error_within(dQ[0], q.grad, 2e-2)
+    rounds.max_error_within(dKV[0], kv.grad, 2e-2)
