@@ -23,6 +23,7 @@ import torch
 import tilecute
 import tilecute.language as T
 from tilecute.transform.layout_inference import LayoutError
+from tilecute.transform.shared_memory import SharedMemoryError
 import rounds
 import unseen_programs48 as P
 
@@ -185,7 +186,7 @@ def test_sparse_mla_bwd_scatters_dkv_by_atomics():
 
 
 def test_split_latent_is_too_big_for_sm80():
-    with pytest.raises(tilecute.transform.shared_memory.SharedMemoryError,
+    with pytest.raises(SharedMemoryError,
                        match=r"unseen_programs48\.py:\d+: prim_func 'main': kernel 0 needs 230400 bytes of shared "
                              r"memory; a block can have at most 166912 on sm_80"):
         rounds.source(P.sparse_mla_fwd_split_latent.get_tir(), "sm_80")
