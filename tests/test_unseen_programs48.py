@@ -30,7 +30,7 @@ import unseen_programs48 as P
 bf16, f32, i32, fp8 = torch.bfloat16, torch.float32, torch.int32, torch.float8_e4m3fn
 
 NAMES = ["act_quant_ue8m0", "clean_logits_window", "deepgemm_fp8_promote",
-         "indexer_block_sparse_fp8", "lightning_indexer_fp8", "nsa_compressed_attn",
+         "indexer_block_sparse_fp8", "indexer_topk_softmax", "lightning_indexer_fp8", "nsa_compressed_attn",
          "radix_topk_select", "sparse_attn_sink_fwd", "sparse_mla_bwd_dq_dkv", "sparse_mla_fwd",
          "sparse_mla_fwd_split_latent"]
 # eager kernels are built from the arguments they are called with (CPU tensors give the shapes)
@@ -119,6 +119,21 @@ def test_lightning_indexer_walks_the_block_window_and_stores_transposed():
     assert "tc_ld15 = KScale[k_lo[0] + n * 64 + i5]" in src  # the K scales as the score's rows
     assert 'tcrow.reduce_segments(s, tc_s_ij, s3_runs, "sum", 8, 16, tc_tid, 0)' in src
     assert "Logits[q0 + (q_3_ + tc_lane24), k_lo[0] + n * 64 + j_1_] = lg[" in src
+
+
+def test_indexer_topk_keeps_a_running_top_k_by_bitonic_sort():
+    src = _body("indexer_topk_softmax")
+    assert "tct.load(Q_desc, tc_smem + 0, tc_bar0, (0, 0, bos + pos), 2048)" in src
+    assert "cutlass.select_(k0 + i <= pos, tc_vec7[tc_lane8], cutlass.BFloat16(0.0))" in src
+    assert "base[0] = 64 + (k0 - k0 // 64 * 64)" in src
+    assert "val_s[base[0] + i_2_] = cutlass.select_(k0 + i_2_ <= pos, tot[tc_q14], cutlass.Float32(float(\"-inf\")))" in src
+    assert "if k0 + 32 > 64 and (k0 + 32) - (k0 + 32) // 64 * 64 == 0:" in src
+    # the compare-and-swap reads val_s[other] one way at a time (the fix of hoist_branches:
+    # the second way's guard read it unguarded)
+    assert re.search(r"if i_3_ < other and up:\s+(tc_ld\d+) = val_s\[other\]\s+"
+                     r"if i_3_ < other and not \(up and val_s\[i_3_\] > \1\) and not up:\s+\1 = val_s\[other\]", src)
+    assert "Prob.iterator + cute.assume(t * 64 + i_6_, divby=4)" in src
+    assert "cutlass.select_(tc_vec45[tc_lane46] > pos, -1, tc_vec45[tc_lane46])" in src
 
 
 def test_clean_logits_marks_ends_then_outside():
@@ -338,6 +353,32 @@ def test_lightning_indexer_fp8_on_gpu():
     for m in range(S):  # the query's own window is always visited
         a, b = lo[m].item(), min(ke[m].item(), SKV)
         torch.testing.assert_close(L[m, a:b], ref[m, a:b], rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_indexer_topk_softmax_on_gpu():
+    gen = torch.Generator().manual_seed(11)
+    lens, H, D, k = [50, 130, 200], 16, 64, 64
+    S = sum(lens)
+    offsets = torch.tensor([0, 50, 180, 380], dtype=i32)
+    tok = torch.cat([torch.stack([torch.full((n,), b), torch.arange(n)], 1) for b, n in enumerate(lens)]).to(i32)
+    Q = torch.randn(S, H, D, generator=gen).to(bf16)
+    K = torch.randn(S, D, generator=gen).to(bf16)
+    W = torch.randn(S, H, generator=gen)
+    idx, prob = P.indexer_topk_softmax()(Q.cuda(), W.cuda(), K.cuda(), offsets.cuda(), tok.cuda())
+    idx, prob = idx.cpu(), prob.cpu()
+    for t in range(S):
+        b, pos = tok[t].tolist()
+        bos = offsets[b].item()
+        sc = ((torch.einsum("hd,kd->kh", Q[t].float(), K[bos:bos + pos + 1].float()) * D**-0.5).clamp(min=0)
+              * W[t]).sum(-1)
+        n = min(k, pos + 1)
+        sel = idx[t][idx[t] >= 0].long()
+        assert len(sel) == n and len(set(sel.tolist())) == n and (sel <= pos).all()
+        assert sc[sel].min() >= sc.topk(n).values[-1] - 1e-4  # the n best (up to ties)
+        want = torch.softmax(sc[sel], 0)
+        torch.testing.assert_close(prob[t][idx[t] >= 0], want, rtol=1e-4, atol=1e-5)
+        assert (prob[t][idx[t] < 0] == 0).all()
 
 
 @pytest.mark.gpu

@@ -20,6 +20,8 @@ The file reads as TileLang after swapping its two import lines (``import tilelan
 on the CPU, checks what decides the result in the generated source, and on a GPU compares it
 with torch."""
 
+import math
+
 import tilecute as tilelang
 import tilecute.language as T
 
@@ -689,5 +691,93 @@ def sparse_mla_fwd_split_latent(heads=64, dim=512, tail_dim=64, topk=128, block_
                 acc_r[h, d] /= l_i[h]
             T.copy(acc_l, Out[s_i, :, :DH])
             T.copy(acc_r, Out[s_i, :, DH:])
+
+    return main
+
+
+# ---- the sparse-finetune indexer: scores over a varlen batch, a running top-k by bitonic sort ----
+@tilelang.jit(out_idx=[5, 6])
+def indexer_topk_softmax(heads=16, dim=64, topk=64, block_K=32, threads=128, sm_scale=None):
+    """For token t (sequence TokenIdx[t, 0], position TokenIdx[t, 1] in it, the sequence's rows
+    from Offsets[seq]): score[k] = sum_h relu(q_h . k * sm_scale) * w_h over the causal keys
+    k <= pos, the top-k of them kept in a 2 * topk shared buffer -- new blocks go to the lower
+    half until it is full, then round the upper half, and a bitonic sort (a T.macro on
+    T.SharedBuffer parameters) puts the best first whenever the upper half fills -- then a
+    softmax over the k.  Indices past pos (or never filled) are written -1.  The key tile and
+    the score fragment are allocated inside the T.Pipelined loop, as the example does."""
+    N = 2 * topk
+    n_rounds = int(math.log2(N))
+    scale = sm_scale if sm_scale is not None else dim**-0.5
+    S = T.dynamic("tokens")
+    NB = T.dynamic("n_seqs_plus_one")
+
+    @T.macro
+    def _bitonic(idx_s: T.SharedBuffer([N], T.int32), val_s: T.SharedBuffer([N], T.float32)):
+        T.sync_threads()
+        for stage in T.serial(n_rounds):
+            for sub in T.serial(stage + 1):
+                for i in T.Parallel(N):
+                    other = i ^ (1 << (stage - sub))
+                    up = (i & (2 << stage)) != 0
+                    if i < other and ((up and val_s[i] > val_s[other]) or
+                                      (not up and val_s[i] < val_s[other])):
+                        v = val_s[i]
+                        val_s[i] = val_s[other]
+                        val_s[other] = v
+                        j = idx_s[i]
+                        idx_s[i] = idx_s[other]
+                        idx_s[other] = j
+                T.sync_threads()
+
+    @T.prim_func
+    def main(Q: T.Tensor((S, heads, dim), T.bfloat16), W: T.Tensor((S, heads), T.float32),
+             K: T.Tensor((S, dim), T.bfloat16), Offsets: T.Tensor((NB,), T.int32),
+             TokenIdx: T.Tensor((S, 2), T.int32), TopIdx: T.Tensor((S, topk), T.int32),
+             Prob: T.Tensor((S, topk), T.float32)):
+        with T.Kernel(S, threads=threads) as t:
+            seq, pos = TokenIdx[t, 0], TokenIdx[t, 1]
+            bos = Offsets[seq]
+            idx_s = T.alloc_shared([N], T.int32)
+            val_s = T.alloc_shared([N], T.float32)
+            q_s = T.alloc_shared([heads, dim], T.bfloat16)
+            w_s = T.alloc_shared([heads], T.float32)
+            T.fill(idx_s, -1)
+            T.fill(val_s, -T.infinity(T.float32))
+            T.copy(Q[bos + pos, :, :], q_s)
+            T.copy(W[bos + pos, :], w_s)
+            T.sync_threads()
+            for kb in T.Pipelined(T.ceildiv(pos + 1, block_K), num_stages=0):
+                k0 = kb * block_K
+                k_s = T.alloc_shared([block_K, dim], T.bfloat16)
+                for i, d in T.Parallel(block_K, dim):
+                    k_s[i, d] = T.if_then_else(k0 + i <= pos, K[bos + k0 + i, d], 0)
+                sc = T.alloc_fragment((block_K, heads), T.float32)
+                T.gemm(k_s, q_s, sc, transpose_B=True, clear_accum=True)
+                for i, h in T.Parallel(block_K, heads):
+                    sc[i, h] = T.max(sc[i, h] * scale, 0) * w_s[h]
+                tot = T.alloc_fragment((block_K,), T.float32)
+                T.reduce_sum(sc, tot, dim=1)
+                base = T.alloc_var(T.int32)
+                if k0 >= topk:
+                    base = topk + k0 % topk
+                else:
+                    base = k0
+                for i in T.Parallel(block_K):
+                    idx_s[base + i] = k0 + i
+                    val_s[base + i] = T.if_then_else(k0 + i <= pos, tot[i], -T.infinity(T.float32))
+                if k0 + block_K > topk and (k0 + block_K) % topk == 0:
+                    _bitonic(idx_s, val_s)
+            _bitonic(idx_s, val_s)
+            p = T.alloc_fragment([topk], T.float32)
+            mx = T.alloc_fragment([1], T.float32)
+            tot_p = T.alloc_fragment([1], T.float32)
+            T.copy(val_s[:topk], p)
+            T.reduce_max(p, mx, dim=-1)
+            for i in T.Parallel(topk):
+                p[i] = T.exp(p[i] - mx[0])
+            T.reduce_sum(p, tot_p)
+            for i in T.Parallel(topk):
+                Prob[t, i] = p[i] / tot_p[0]
+                TopIdx[t, i] = T.if_then_else(idx_s[i] > pos, -1, idx_s[i])
 
     return main
