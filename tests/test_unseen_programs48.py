@@ -31,7 +31,7 @@ bf16, f32, i32, fp8 = torch.bfloat16, torch.float32, torch.int32, torch.float8_e
 
 NAMES = ["act_quant_ue8m0", "clean_logits_window", "deepgemm_fp8_promote",
          "indexer_block_sparse_fp8", "indexer_topk_softmax", "lightning_indexer_fp8", "nsa_compressed_attn",
-         "radix_topk_select", "sparse_attn_sink_fwd", "sparse_mla_bwd_dq_dkv", "sparse_mla_fwd",
+         "radix_topk_exact", "radix_topk_select", "sparse_attn_sink_fwd", "sparse_mla_bwd_dq_dkv", "sparse_mla_fwd",
          "sparse_mla_fwd_split_latent"]
 # eager kernels are built from the arguments they are called with (CPU tensors give the shapes)
 EAGER = {
@@ -155,6 +155,20 @@ def test_radix_select_keys_scans_and_places():
     assert "pos[0] = tca.atomic_fetch(hist, key[0] + 1, 1, \"add\")" in src
     assert "pos[0] = tca.atomic_fetch(n_eq, 0, 1, \"add\")" in src
     assert "index[b, 64 - need[0] + r] = eq_list[r]" in src
+
+
+def test_exact_radix_select_shifts_by_round_and_keeps_candidates_by_parity():
+    src = _body("radix_topk_exact")
+    assert "while rnd[0] < 4 and need[0] > 0:" in src
+    assert re.search(r"\(tcmath\.reinterpret\((tc_ld\d+), cutlass\.Uint32\) \^ cutlass\.Uint32\(4294967295\)\) & "
+                     r"cutlass\.Uint32\(4294967295\), tcmath\.reinterpret\(\1, cutlass\.Uint32\) \| cutlass\.Uint32\(2147483648\)\)\) "
+                     r">> cutlass\.Uint32\(24 - rnd\[0\] \* 8\) & cutlass\.Uint32\(255\)\)", src)
+    assert "= cand[(rnd[0] - rnd[0] // 2 * 2) * 1024 + c * 256 + tx]" in src  # this round's list
+    assert "pos[0] = tca.atomic_fetch(n_cand, (rnd[0] + 1) - (rnd[0] + 1) // 2 * 2, 1, \"add\")" in src
+    assert "cand[((rnd[0] + 1) - (rnd[0] + 1) // 2 * 2) * 1024 + pos[0]] = p[0]" in src  # the next round's
+    assert "index[b, 32 - need[0] + above[0] + pos[0]] = p[0]" in src  # the last round's equal keys
+    assert src.count("cute.arch.barrier(barrier_id=2, number_of_threads=256)") == 2
+    assert "need[0] = need[0] - above[0]" in src and "rnd[0] = rnd[0] + 1" in src
 
 
 def test_nsa_compressed_attention_counts_visible_blocks():
@@ -417,6 +431,21 @@ def test_radix_topk_select_on_gpu():
         assert (sel >= starts[b]).all() and (sel < ends[b]).all()
         win = _key16(x[b, starts[b]:ends[b]])
         assert torch.equal(_key16(x[b, sel]).sort().values, win.sort().values[-k:])
+
+
+@pytest.mark.gpu
+def test_radix_topk_exact_on_gpu():
+    gen = torch.Generator().manual_seed(12)
+    B, L, k = 4, 3000, 32
+    x = torch.randn(B, L, generator=gen)
+    x[2] = (x[2] * 4).round() / 4  # many equal values: the fourth round's equal keys decide
+    x[3, :500] = -x[3, :500].abs()  # a short row of negatives
+    lens = torch.tensor([3000, 40, 2999, 500], dtype=i32)
+    index = P.radix_topk_exact()(x.cuda(), lens.cuda()).cpu()
+    for b in range(B):
+        sel = index[b].long()
+        assert len(set(sel.tolist())) == k and (sel >= 0).all() and (sel < lens[b]).all()
+        assert torch.equal(x[b, sel].sort().values, x[b, :lens[b]].topk(k).values.sort().values)
 
 
 @pytest.mark.gpu

@@ -781,3 +781,100 @@ def indexer_topk_softmax(heads=16, dim=64, topk=64, block_K=32, threads=128, sm_
                 TopIdx[t, i] = T.if_then_else(idx_s[i] > pos, -1, idx_s[i])
 
     return main
+
+
+# ---- exact radix top-k: four 8-bit rounds over float32 bit keys ---------------------------------
+def _desc_key32(x):
+    """A uint32 key of the float32 x whose order is x's order (sign flipped in, negatives'
+    bits inverted)."""
+    bits = T.reinterpret(x, T.uint32)
+    return T.if_then_else(x < 0, ~bits & T.cast(0xFFFFFFFF, T.uint32), bits | T.cast(0x80000000, T.uint32))
+
+
+@tilelang.jit(out_idx=[1])
+def radix_topk_exact(topk=32, block=256, cap=1024):
+    """index[b, :] = the positions of the topk largest of x[b, :lens[b]] (in no order), exact:
+    a ``while`` over up to four rounds, each an 8-bit histogram (bits 31..24, then 23..16, ...:
+    a shift by the round) of the round's candidates -- the whole row first, then the
+    threshold bin's positions, kept in a (2, cap) shared list by round parity -- its suffix
+    scan, and the keys above the threshold bin placed at once; the fourth round's equal keys
+    (equal values) fill what is left.  T.dynamic batch and row length."""
+    radix = 256
+    batch = T.dynamic("batch")
+    L = T.dynamic("seq_len")
+
+    @T.prim_func
+    def main(x: T.Tensor((batch, L), T.float32), index: T.Tensor((batch, topk), T.int32),
+             lens: T.Tensor((batch,), T.int32)):
+        with T.Kernel(batch, threads=block) as b:
+            tx = T.get_thread_binding()
+            hist = T.alloc_shared((radix + 1,), T.int32)
+            cand = T.alloc_shared((2, cap), T.int32)
+            n_cand = T.alloc_shared((2,), T.int32)
+            n_out = T.alloc_shared((1,), T.int32)
+            n_eq = T.alloc_shared((1,), T.int32)
+            thr = T.alloc_shared((1,), T.int32)
+            acc = T.alloc_var(T.int32)
+            need = T.alloc_var(T.int32)
+            rnd = T.alloc_var(T.int32)
+            cnt = T.alloc_var(T.int32)
+            t_bin = T.alloc_var(T.int32)
+            above = T.alloc_var(T.int32)
+            key = T.alloc_var(T.int32)
+            p = T.alloc_var(T.int32)
+            pos = T.alloc_var(T.int32)
+            n = lens[b]
+            need = topk
+            rnd = 0
+            if tx == 0:
+                n_out[0] = 0
+                n_eq[0] = 0
+                n_cand[0] = 0
+            while rnd < 4 and need > 0:
+                hist[tx] = 0
+                if tx == 0:
+                    hist[radix] = 0
+                    thr[0] = 0
+                    n_cand[(rnd + 1) % 2] = 0
+                T.sync_threads()
+                cnt = T.if_then_else(rnd == 0, n, n_cand[rnd % 2])
+                for c in T.serial(T.ceildiv(cnt, block)):
+                    if c * block + tx < cnt:
+                        p = T.if_then_else(rnd == 0, c * block + tx, cand[rnd % 2, c * block + tx])
+                        key = T.cast((_desc_key32(x[b, p]) >> T.cast(24 - rnd * 8, T.uint32)) & 0xFF, T.int32)
+                        T.atomic_add(hist[key], 1)
+                T.sync_threads()
+                if tx < radix:
+                    for i in T.serial(8):
+                        if tx < radix - (1 << i):
+                            acc = hist[tx] + hist[tx + (1 << i)]
+                        T.sync_threads(2, radix)
+                        if tx < radix - (1 << i):
+                            hist[tx] = acc
+                        T.sync_threads(2, radix)
+                    if hist[tx] >= need and hist[tx + 1] < need:
+                        thr[0] = tx
+                T.sync_threads()
+                t_bin = thr[0]
+                above = hist[t_bin + 1]
+                for c in T.serial(T.ceildiv(cnt, block)):
+                    if c * block + tx < cnt:
+                        p = T.if_then_else(rnd == 0, c * block + tx, cand[rnd % 2, c * block + tx])
+                        key = T.cast((_desc_key32(x[b, p]) >> T.cast(24 - rnd * 8, T.uint32)) & 0xFF, T.int32)
+                        if key > t_bin:
+                            pos = T.atomic_add(n_out[0], 1, return_prev=True)
+                            index[b, pos] = p
+                        elif key == t_bin:
+                            if rnd == 3:
+                                pos = T.atomic_add(n_eq[0], 1, return_prev=True)
+                                if pos < need - above:
+                                    index[b, topk - need + above + pos] = p
+                            else:
+                                pos = T.atomic_add(n_cand[(rnd + 1) % 2], 1, return_prev=True)
+                                if pos < cap:
+                                    cand[(rnd + 1) % 2, pos] = p
+                T.sync_threads()
+                need = need - above
+                rnd = rnd + 1
+
+    return main
