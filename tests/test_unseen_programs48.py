@@ -31,7 +31,7 @@ bf16, f32, i32, fp8 = torch.bfloat16, torch.float32, torch.int32, torch.float8_e
 
 NAMES = ["act_quant_ue8m0", "clean_logits_window", "deepgemm_fp8_promote",
          "indexer_block_sparse_fp8", "indexer_topk_softmax", "lightning_indexer_fp8", "nsa_compressed_attn",
-         "radix_topk_exact", "radix_topk_select", "sparse_attn_sink_fwd", "sparse_mla_bwd_dq_dkv", "sparse_mla_fwd",
+         "radix_topk_exact", "radix_topk_select", "sparse_attn_partial_rope", "sparse_attn_sink_fwd", "sparse_mla_bwd_dq_dkv", "sparse_mla_fwd",
          "sparse_mla_fwd_split_latent"]
 # eager kernels are built from the arguments they are called with (CPU tensors give the shapes)
 EAGER = {
@@ -99,6 +99,23 @@ def test_sink_attention_guards_the_head_block_past_the_heads():
     # the sink joins each row's denominator after the partial row sums are combined
     tail = src.split("tcrow.combine_rows(denom, ", 1)[1]
     assert "denom[tc_q30] = denom[tc_q30] + cute.math.exp2((cutlass.Float32(sink_s[h_5_]) * cutlass.Float32(1.44269504) - mx[tc_q30]" in tail
+
+
+def test_partial_rope_rotates_the_gathered_stage_before_the_gemm():
+    src = _body("sparse_attn_partial_rope")
+    # Q's rope dims rotated in place at the query's position, after its TMA load
+    assert "tc_vec3.store(cute.make_tensor(Cos.iterator + cute.assume(s_i * 32 + d, divby=4)" in src
+    assert "cutlass.BFloat16(x1 * tc_vec3[tc_lane5] - x2 * tc_vec4[tc_lane5])" in src
+    # each gathered row at its own position, in the stage the cp.async filled: after the wait,
+    # and the rotated stage made visible to the wgmma (fence, barrier) before the QK^T GEMM
+    loop = src.split("for it in cutlass.range(0, 2):", 1)[1]
+    wait = loop.index("cute.arch.cp_async_wait_group(1)")
+    rot = loop.index("Cos.iterator + cute.assume(cutlass.max(Idx[s_i, it * 64 + j_1_], 0) * 32 + d_2_, divby=4)")
+    gemm = loop.index("# T.gemm(Q_s, KV_s, acc_s)")
+    assert wait < rot < gemm
+    assert ('cute.arch.fence_proxy("async.shared", space="cta")\n        cute.arch.sync_threads()\n'
+            '        # T.gemm(Q_s, KV_s, acc_s)') in loop
+    assert "cutlass.BFloat16(y1 * tc_vec27[tc_lane29] - y2 * tc_vec28[tc_lane29])" in loop
 
 
 def test_block_sparse_indexer_casts_block_ids_and_sums_heads():
@@ -325,6 +342,28 @@ def test_sparse_attn_sink_fwd_on_gpu():
     s = torch.cat([s, Sinks.float()[None, :, None].expand(S, H, 1)], -1)
     ref = torch.einsum("sht,std->shd", s.softmax(-1)[..., :-1], g)
     torch.testing.assert_close(O[0].float(), ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+def test_sparse_attn_partial_rope_on_gpu():
+    gen = torch.Generator().manual_seed(13)
+    S, SKV, H, D, topk = 100, 400, 64, 128, 128
+    Q = torch.randn(S, H, D, generator=gen).to(bf16)
+    KV = torch.randn(SKV, D, generator=gen).to(bf16)
+    ang = torch.arange(SKV)[:, None] * (10000.0 ** (-torch.arange(32) / 32))[None, :]
+    Cos, Sin = ang.cos(), ang.sin()
+    Idx = _rows_with_self(S, SKV, topk, gen, pad=0.2)
+    O = P.sparse_attn_partial_rope()(*[t.cuda() for t in (Q, KV, Cos, Sin, Idx)])
+
+    def rot(x, c, s):
+        x1, x2 = x[..., :32], x[..., 32:]
+        return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1).to(bf16).float()
+
+    q, kv = Q.float(), KV.float()
+    q[..., 64:] = rot(q[..., 64:], Cos[:S, None, :], Sin[:S, None, :])
+    kv[:, 64:] = rot(kv[:, 64:], Cos, Sin)
+    ref, _ = _gathered_attention(q, kv, Idx, D**-0.5, D, False)
+    torch.testing.assert_close(O.cpu().float(), ref, rtol=2e-2, atol=2e-2)
 
 
 def _fp8(*shape, gen, scale=1.0):

@@ -878,3 +878,76 @@ def radix_topk_exact(topk=32, block=256, cap=1024):
                 rnd = rnd + 1
 
     return main
+
+
+# ---- V4-style sparse attention with partial RoPE applied in shared memory -------------------------
+@tilelang.jit(out_idx=[5])
+def sparse_attn_partial_rope(heads=64, dim=128, rope_dim=64, topk=128, block_N=64, threads=256):
+    """The rope is part of the head dim (its last rope_dim dims, rotated in halves): Q's rope
+    dims are rotated in its shared tile at the query's position, and each gathered KV row's at
+    that row's own position (cos / sin rows read through the index) -- in place in the
+    T.Pipelined stage the gather filled, before the QK^T GEMM reads it; the rotated rows are
+    also the values.  -1 indices masked."""
+    S = T.dynamic("seq_len")
+    SKV = T.dynamic("seq_len_kv")
+    R0 = dim - rope_dim
+    half = rope_dim // 2
+    scale = dim**-0.5 * LOG2E
+
+    @T.prim_func
+    def main(Q: T.Tensor((S, heads, dim), T.bfloat16), KV: T.Tensor((SKV, dim), T.bfloat16),
+             Cos: T.Tensor((SKV, half), T.float32), Sin: T.Tensor((SKV, half), T.float32),
+             Idx: T.Tensor((S, topk), T.int32), Out: T.Tensor((S, heads, dim), T.bfloat16)):
+        with T.Kernel(S, threads=threads) as s_i:
+            Q_s = T.alloc_shared((heads, dim), T.bfloat16)
+            KV_s = T.alloc_shared((block_N, dim), T.bfloat16)
+            P_s = T.alloc_shared((heads, block_N), T.bfloat16)
+            ok = T.alloc_fragment((block_N,), T.bool)
+            acc_s = T.alloc_fragment((heads, block_N), T.float32)
+            acc_o = T.alloc_fragment((heads, dim), T.float32)
+            mx = T.alloc_fragment((heads,), T.float32)
+            mx_prev = T.alloc_fragment((heads,), T.float32)
+            alpha = T.alloc_fragment((heads,), T.float32)
+            l_i = T.alloc_fragment((heads,), T.float32)
+            l_blk = T.alloc_fragment((heads,), T.float32)
+            T.copy(Q[s_i, :, :], Q_s)
+            for h, d in T.Parallel(heads, half):
+                x1 = T.cast(Q_s[h, R0 + d], T.float32)
+                x2 = T.cast(Q_s[h, R0 + half + d], T.float32)
+                Q_s[h, R0 + d] = x1 * Cos[s_i, d] - x2 * Sin[s_i, d]
+                Q_s[h, R0 + half + d] = x2 * Cos[s_i, d] + x1 * Sin[s_i, d]
+            T.fill(acc_o, 0)
+            T.fill(l_i, 0)
+            T.fill(mx, -(2**30))
+            for it in T.Pipelined(topk // block_N, num_stages=2):
+                for j, d in T.Parallel(block_N, dim):
+                    KV_s[j, d] = KV[T.max(Idx[s_i, it * block_N + j], 0), d]
+                for j, d in T.Parallel(block_N, half):
+                    r = T.max(Idx[s_i, it * block_N + j], 0)
+                    y1 = T.cast(KV_s[j, R0 + d], T.float32)
+                    y2 = T.cast(KV_s[j, R0 + half + d], T.float32)
+                    KV_s[j, R0 + d] = y1 * Cos[r, d] - y2 * Sin[r, d]
+                    KV_s[j, R0 + half + d] = y2 * Cos[r, d] + y1 * Sin[r, d]
+                for j in T.Parallel(block_N):
+                    ok[j] = Idx[s_i, it * block_N + j] >= 0
+                for h, j in T.Parallel(heads, block_N):
+                    acc_s[h, j] = T.if_then_else(ok[j], 0, -T.infinity(T.float32))
+                T.gemm(Q_s, KV_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(mx, mx_prev)
+                T.reduce_max(acc_s, mx, dim=1, clear=False)
+                for h in T.Parallel(heads):
+                    alpha[h] = T.exp2((mx_prev[h] - mx[h]) * scale)
+                for h, j in T.Parallel(heads, block_N):
+                    acc_s[h, j] = T.exp2(acc_s[h, j] * scale - mx[h] * scale)
+                T.reduce_sum(acc_s, l_blk, dim=1)
+                for h in T.Parallel(heads):
+                    l_i[h] = l_i[h] * alpha[h] + l_blk[h]
+                for h, d in T.Parallel(heads, dim):
+                    acc_o[h, d] *= alpha[h]
+                T.copy(acc_s, P_s)
+                T.gemm(P_s, KV_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for h, d in T.Parallel(heads, dim):
+                acc_o[h, d] /= l_i[h]
+            T.copy(acc_o, Out[s_i, :, :])
+
+    return main
