@@ -22,6 +22,7 @@ import torch
 
 import tilecute
 import tilecute.language as T
+from tilecute.codegen.source import CodegenError
 from tilecute.transform.layout_inference import LayoutError
 from tilecute.transform.shared_memory import SharedMemoryError
 import rounds
@@ -32,7 +33,7 @@ bf16, f32, i32, fp8 = torch.bfloat16, torch.float32, torch.int32, torch.float8_e
 NAMES = ["act_quant_ue8m0", "clean_logits_window", "deepgemm_fp8_promote",
          "indexer_block_sparse_fp8", "indexer_topk_softmax", "lightning_indexer_fp8", "nsa_compressed_attn",
          "radix_topk_exact", "radix_topk_select", "sparse_attn_partial_rope", "sparse_attn_sink_fwd", "sparse_mla_bwd_dq_dkv", "sparse_mla_fwd",
-         "sparse_mla_fwd_split_latent"]
+         "sparse_mla_decode_fp8_cache", "sparse_mla_fwd_split_latent"]
 # eager kernels are built from the arguments they are called with (CPU tensors give the shapes)
 EAGER = {
     "indexer_block_sparse_fp8": lambda: P.indexer_block_sparse_fp8.compile(
@@ -48,7 +49,7 @@ EAGER = {
 }
 # no sm_80 cubin: fp8 GEMMs and casts (sm_89+); the split-latent forward's two KV stages and Q
 # take 225 KiB of shared memory (sm_80 has 163; test below); the eager kernels are on sm_90a only
-NO_SM80 = {"deepgemm_fp8_promote", "sparse_mla_fwd_split_latent"} | set(EAGER)
+NO_SM80 = {"deepgemm_fp8_promote", "sparse_mla_decode_fp8_cache", "sparse_mla_fwd_split_latent"} | set(EAGER)
 
 _arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
 _kernel = rounds.kernel_of(P, EAGER)
@@ -73,6 +74,16 @@ def test_sparse_mla_gathers_latent_and_rope_rows_by_index():
     assert src.index("# T.gemm(Q_s, KV_s, acc_s)") < src.index("# T.gemm(Qt_s, Kt_s, acc_s)")
     assert "l_i[tc_q42] = cute.math.log2(l_i[tc_q42]) + m_i[tc_q42] * cutlass.Float32(0.06011229333333333)" in src
     assert "Lse[by1, s_i1, i10] = l_i[" in src
+
+
+def test_fp8_cache_decode_dequantises_the_gathered_rows():
+    src = _body("sparse_mla_decode_fp8_cache")
+    assert "row = cutlass.max(Idx[b, it * 64 + bi], 0)" in src
+    assert re.search(r"(tc_ld\d+) = Kq\[row, d\]", src) and re.search(r"(tc_ld\d+) = Ks\[row, d // 128\]", src)
+    assert re.search(r"KV_s\[.*\] = cutlass\.BFloat16\(cutlass\.Float32\(tc_ld\d+\) \* tc_ld\d+\)", src)
+    # the rope part still moves by cp.async, a stage ahead
+    assert "tcc.copy_async(cute.make_tensor(Kr.iterator + cute.assume(cutlass.max(Idx[b, (it + 1) * 64 + bi_1_], 0) * 64" in src
+    assert src.index("# T.gemm(Q_s, KV_s, acc_s)") < src.index("# T.gemm(Qt_s, Kt_s, acc_s)")
 
 
 def test_split_latent_gemms_read_column_slices():
@@ -238,6 +249,12 @@ def test_split_latent_is_too_big_for_sm80():
         rounds.source(P.sparse_mla_fwd_split_latent.get_tir(), "sm_80")
 
 
+def test_fp8_cache_decode_is_refused_on_sm80():
+    with pytest.raises(CodegenError, match=r"unseen_programs48\.py:\d+: prim_func 'main': a cast from float8_e4m3 "
+                                           r"to float32: float8 values convert only on sm_89\+"):
+        rounds.source(P.sparse_mla_decode_fp8_cache.get_tir(), "sm_80")
+
+
 def test_column_mask_reused_as_accumulator_row_mask_is_refused():
     """TileLang 0.1.15 refuses this too: "Layout infer conflict between valid and acc_dkv"."""
 
@@ -310,6 +327,22 @@ def test_sparse_mla_fwd_on_gpu():
     ref, lse = _gathered_attention(Q[0], KV[0, :, 0], Idx[0, :, 0], 576**-0.5, 512, True)
     torch.testing.assert_close(O[0].float(), ref, rtol=2e-2, atol=2e-2)
     torch.testing.assert_close(Lse[0], lse * math.log2(math.e), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_sparse_mla_decode_fp8_cache_on_gpu():
+    gen = torch.Generator().manual_seed(14)
+    B, SKV, H, topk = 6, 700, 64, 128
+    Q = (torch.randn(B, H, 576, generator=gen) * 0.5).to(bf16)
+    Kq = torch.randn(SKV, 512, generator=gen).to(fp8)
+    Ks = torch.rand(SKV, 4, generator=gen) * 0.1 + 0.05
+    Kr = (torch.randn(SKV, 64, generator=gen) * 0.5).to(bf16)
+    Idx = torch.stack([torch.randperm(SKV, generator=gen)[:topk] for _ in range(B)]).to(i32)
+    Idx[:, 1:][torch.rand(B, topk - 1, generator=gen) < 0.2] = -1
+    O = P.sparse_mla_decode_fp8_cache()(*[t.cuda() for t in (Q, Kq, Ks, Kr, Idx)])
+    kv = torch.cat([(Kq.float() * Ks.repeat_interleave(128, 1)).to(bf16).float(), Kr.float()], 1)
+    ref, _ = _gathered_attention(Q, kv, Idx, 576**-0.5, 512, False)
+    torch.testing.assert_close(O.cpu().float(), ref, rtol=2e-2, atol=2e-2)
 
 
 @pytest.mark.gpu

@@ -951,3 +951,72 @@ def sparse_attn_partial_rope(heads=64, dim=128, rope_dim=64, topk=128, block_N=6
             T.copy(acc_o, Out[s_i, :, :])
 
     return main
+
+
+# ---- sparse MLA decode over an fp8 KV cache: dequantised while gathered ---------------------------
+@tilelang.jit(out_idx=[-1])
+def sparse_mla_decode_fp8_cache(heads=64, dim=512, tail_dim=64, topk=128, block_I=64, tile=128,
+                                threads=256):
+    """FlashMLA's fp8 sparse cache: per token the 512 latent dims as e4m3 with one float32
+    scale per 128-dim tile, and the 64 rope dims in bf16.  A decode step (one query row per
+    batch entry, all heads) gathers its topk tokens from the cache, dequantising the latent
+    part (e4m3 -> float32, times its tile's scale, -> bf16) as it stores the row to shared
+    memory; -1 indices are masked.  T.dynamic batch and cache length."""
+    B = T.dynamic("batch")
+    SKV = T.dynamic("cache_len")
+    D, DT, H, BI = dim, tail_dim, heads, block_I
+    scale = (dim + tail_dim) ** -0.5 * LOG2E
+
+    @T.prim_func
+    def main(Q: T.Tensor((B, H, D + DT), T.bfloat16), Kq: T.Tensor((SKV, D), T.float8_e4m3fn),
+             Ks: T.Tensor((SKV, D // tile), T.float32), Kr: T.Tensor((SKV, DT), T.bfloat16),
+             Idx: T.Tensor((B, topk), T.int32), Out: T.Tensor((B, H, D), T.bfloat16)):
+        with T.Kernel(B, threads=threads) as b:
+            Q_s = T.alloc_shared((H, D), T.bfloat16)
+            Qt_s = T.alloc_shared((H, DT), T.bfloat16)
+            KV_s = T.alloc_shared((BI, D), T.bfloat16)
+            Kt_s = T.alloc_shared((BI, DT), T.bfloat16)
+            P_s = T.alloc_shared((H, BI), T.bfloat16)
+            ok = T.alloc_fragment((BI,), T.bool)
+            acc_s = T.alloc_fragment((H, BI), T.float32)
+            acc_o = T.alloc_fragment((H, D), T.float32)
+            mx = T.alloc_fragment((H,), T.float32)
+            mx_prev = T.alloc_fragment((H,), T.float32)
+            alpha = T.alloc_fragment((H,), T.float32)
+            l_i = T.alloc_fragment((H,), T.float32)
+            l_blk = T.alloc_fragment((H,), T.float32)
+            T.copy(Q[b, :, :D], Q_s)
+            T.copy(Q[b, :, D:], Qt_s)
+            T.fill(acc_o, 0)
+            T.fill(l_i, 0)
+            T.fill(mx, -(2**30))
+            for it in T.Pipelined(topk // BI, num_stages=2):
+                for bi, d in T.Parallel(BI, D):
+                    row = T.max(Idx[b, it * BI + bi], 0)
+                    KV_s[bi, d] = T.cast(T.cast(Kq[row, d], T.float32) * Ks[row, d // tile], T.bfloat16)
+                for bi, d in T.Parallel(BI, DT):
+                    Kt_s[bi, d] = Kr[T.max(Idx[b, it * BI + bi], 0), d]
+                for bi in T.Parallel(BI):
+                    ok[bi] = Idx[b, it * BI + bi] >= 0
+                for h, bi in T.Parallel(H, BI):
+                    acc_s[h, bi] = T.if_then_else(ok[bi], 0, -T.infinity(T.float32))
+                T.gemm(Q_s, KV_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.gemm(Qt_s, Kt_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(mx, mx_prev)
+                T.reduce_max(acc_s, mx, dim=1, clear=False)
+                for h in T.Parallel(H):
+                    alpha[h] = T.exp2((mx_prev[h] - mx[h]) * scale)
+                for h, bi in T.Parallel(H, BI):
+                    acc_s[h, bi] = T.exp2(acc_s[h, bi] * scale - mx[h] * scale)
+                T.reduce_sum(acc_s, l_blk, dim=1)
+                for h in T.Parallel(H):
+                    l_i[h] = l_i[h] * alpha[h] + l_blk[h]
+                for h, d in T.Parallel(H, D):
+                    acc_o[h, d] *= alpha[h]
+                T.copy(acc_s, P_s)
+                T.gemm(P_s, KV_s, acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for h, d in T.Parallel(H, D):
+                acc_o[h, d] /= l_i[h]
+            T.copy(acc_o, Out[b, :, :])
+
+    return main
