@@ -31,7 +31,7 @@ import unseen_programs48 as P
 bf16, f32, i32, fp8 = torch.bfloat16, torch.float32, torch.int32, torch.float8_e4m3fn
 
 NAMES = ["act_quant_ue8m0", "clean_logits_window", "deepgemm_fp8_promote",
-         "indexer_block_sparse_fp8", "indexer_topk_softmax", "lightning_indexer_fp8", "nsa_compressed_attn",
+         "indexer_block_sparse_fp8", "indexer_bwd", "indexer_topk_softmax", "lightning_indexer_fp8", "nsa_compressed_attn",
          "radix_topk_exact", "radix_topk_select", "sparse_attn_partial_rope", "sparse_attn_sink_fwd", "sparse_mla_bwd_dq_dkv", "sparse_mla_fwd",
          "sparse_mla_decode_fp8_cache", "sparse_mla_fwd_split_latent"]
 # eager kernels are built from the arguments they are called with (CPU tensors give the shapes)
@@ -162,6 +162,20 @@ def test_indexer_topk_keeps_a_running_top_k_by_bitonic_sort():
                      r"if i_3_ < other and not \(up and val_s\[i_3_\] > \1\) and not up:\s+\1 = val_s\[other\]", src)
     assert "Prob.iterator + cute.assume(t * 64 + i_6_, divby=4)" in src
     assert "cutlass.select_(tc_vec45[tc_lane46] > pos, -1, tc_vec45[tc_lane46])" in src
+
+
+def test_indexer_bwd_reduces_dw_over_rows_and_scatters_dk():
+    src = _body("indexer_bwd")
+    assert "tc_vec5[tc_lane6] = cutlass.BFloat16(cutlass.Float32(tc_vec5[tc_lane6]) * cutlass.Float32(0.125))" in src
+    assert "cutlass.select_(row > -1 and row <= pos, tc_vec12[tc_lane13], cutlass.BFloat16(0.0))" in src
+    assert 'tcrow.reduce_cols(dw_part, tc_dw_part_ij, dw, "sum", False, ' in src  # dim=0, clear=False
+    assert re.search(r"d_relu\[0\] = cutlass\.Float32\(0\.0\)\s+if lg\[tc_r21 \+ tc_lane24\] > cutlass\.Float32\(0\.0\):\s+"
+                     r"d_relu\[0\] = cutlass\.Float32\(1\.0\)\s+else:\s+d_relu\[0\] = cutlass\.Float32\(0\.0\)", src)
+    # dQ's A operand: the bf16 register fragment staged to shared, read transposed
+    assert "# T.gemm(dl_a_shared, k_s, dq): dq += dl_a_shared^T @ k_s" in src
+    assert re.search(r"if row_1_ > -1 and row_1_ <= pos:\s+if bos \+ row_1_ >= 0 and bos \+ row_1_ < tokens:\s+"
+                     r"tca\.atomic_add\(dK, \(bos \+ row_1_, \(d_2_ \+ tc_lane38\)\), dk\[", src)
+    assert "dW[bos + pos, i15] = cutlass.BFloat16(tcr.pick(dw, i15, 16))" in src
 
 
 def test_clean_logits_marks_ends_then_outside():
@@ -465,6 +479,40 @@ def test_indexer_topk_softmax_on_gpu():
         want = torch.softmax(sc[sel], 0)
         torch.testing.assert_close(prob[t][idx[t] >= 0], want, rtol=1e-4, atol=1e-5)
         assert (prob[t][idx[t] < 0] == 0).all()
+
+
+@pytest.mark.gpu
+def test_indexer_bwd_on_gpu():
+    gen = torch.Generator().manual_seed(15)
+    lens, H, D, k = [70, 90], 16, 64, 64
+    S, sm = sum(lens), D**-0.5
+    offsets = torch.tensor([0, 70, 160], dtype=i32)
+    tok = torch.cat([torch.stack([torch.full((n,), b), torch.arange(n)], 1) for b, n in enumerate(lens)]).to(i32)
+    Q = torch.randn(S, H, D, generator=gen).to(bf16)
+    W = torch.randn(S, H, generator=gen).to(bf16)
+    K = torch.randn(S, D, generator=gen).to(bf16)
+    Idx = torch.stack([torch.randperm(lens[b], generator=gen)[:k] for b in tok[:, 0].tolist()]).to(i32)
+    Idx[torch.rand(S, k, generator=gen) < 0.1] = -1
+    Pa = torch.rand(S, k, generator=gen).softmax(-1)
+    Pi = torch.rand(S, k, generator=gen).softmax(-1)
+    dK = torch.zeros(S, D, device="cuda")
+    dQ, dW = P.indexer_bwd()(*[t.cuda() for t in (Q, W, K, Pa, Pi, Idx, offsets, tok)], dK)
+    ref_dq, ref_dw, ref_dk = torch.zeros(S, H, D), torch.zeros(S, H), torch.zeros(S, D)
+    for t in range(S):
+        b, pos = tok[t].tolist()
+        bos = offsets[b].item()
+        ok = (Idx[t] > -1) & (Idx[t] <= pos)
+        kk = torch.where(ok[:, None], K[bos + Idx[t].clamp(min=0).long()].float(), torch.zeros(1))
+        qs = Q[t].float() * sm
+        lg = kk @ qs.T  # (k, H)
+        g = Pi[t] - Pa[t]
+        ref_dw[t] = (g[:, None] * lg.clamp(min=0)).sum(0)
+        dl = (g[:, None] * (lg > 0).float() * W[t].float()[None, :]).to(bf16).float()
+        ref_dq[t] = sm * dl.T @ kk
+        ref_dk.index_add_(0, (bos + Idx[t][ok]).long(), (dl @ qs)[ok])
+    torch.testing.assert_close(dQ.cpu().float(), ref_dq, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(dW.cpu().float(), ref_dw, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(dK.cpu(), ref_dk, rtol=1e-3, atol=1e-3)
 
 
 @pytest.mark.gpu

@@ -1020,3 +1020,81 @@ def sparse_mla_decode_fp8_cache(heads=64, dim=512, tail_dim=64, topk=128, block_
             T.copy(acc_o, Out[b, :, :])
 
     return main
+
+
+# ---- the indexer's backward: dQ, dW per token, dK scattered by atomics ---------------------------
+@tilelang.jit(out_idx=[8, 9], pass_configs={tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True})
+def indexer_bwd(heads=16, dim=64, topk=64, block_I=32, threads=128, sm_scale=None):
+    """The indexer score of key i for token t is sum_h w_h relu(sm q_h . k_i); its gradient
+    is g_i = Pidx_i - Pattn_i (the indexer's softmax against the attention's).  Per token
+    (varlen: Offsets / TokenIdx): dW_h = sum_i g_i relu(.), dQ_h = sm sum_i g_i w_h [. > 0] k_i,
+    and dK[idx_i] += the same with q_h, by float32 atomics into the caller's zeroed dK --
+    gathered keys past the token or -1 are zero rows and are not scattered.  The ReLU's
+    derivative is a T.alloc_var set by an if / else inside the T.Parallel body, dW is a
+    T.reduce_sum over dim 0 of a score-shaped fragment (clear=False across the blocks), and
+    dQ is a GEMM whose A operand is a register fragment, transposed."""
+    scale = sm_scale if sm_scale is not None else dim**-0.5
+    S = T.dynamic("tokens")
+    NB = T.dynamic("n_seqs_plus_one")
+
+    @T.prim_func
+    def main(Q: T.Tensor((S, heads, dim), T.bfloat16), W: T.Tensor((S, heads), T.bfloat16),
+             K: T.Tensor((S, dim), T.bfloat16), Pattn: T.Tensor((S, topk), T.float32),
+             Pidx: T.Tensor((S, topk), T.float32), Idx: T.Tensor((S, topk), T.int32),
+             Offsets: T.Tensor((NB,), T.int32), TokenIdx: T.Tensor((S, 2), T.int32),
+             dQ: T.Tensor((S, heads, dim), T.bfloat16), dW: T.Tensor((S, heads), T.bfloat16),
+             dK: T.Tensor((S, dim), T.float32)):
+        with T.Kernel(S, threads=threads) as t:
+            seq, pos = TokenIdx[t, 0], TokenIdx[t, 1]
+            bos = Offsets[seq]
+            q_s = T.alloc_shared((heads, dim), T.bfloat16)
+            w_s = T.alloc_shared((heads,), T.bfloat16)
+            dq = T.alloc_fragment((heads, dim), T.float32)
+            dw = T.alloc_fragment((heads,), T.float32)
+            T.copy(Q[bos + pos, :, :], q_s)
+            T.copy(W[bos + pos, :], w_s)
+            T.fill(dq, 0)
+            T.fill(dw, 0)
+            for i, d in T.Parallel(heads, dim):
+                q_s[i, d] = q_s[i, d] * scale
+            for blk in T.Pipelined(topk // block_I, num_stages=0):
+                idx_s = T.alloc_shared((block_I,), T.int32)
+                T.copy(Idx[bos + pos, blk * block_I:(blk + 1) * block_I], idx_s)
+                k_s = T.alloc_shared((block_I, dim), T.bfloat16)
+                for r, d in T.Parallel(block_I, dim):
+                    row = idx_s[r]
+                    k_s[r, d] = T.if_then_else((row > -1) & (row <= pos), K[bos + row, d], 0)
+                g_s = T.alloc_shared((block_I,), T.float32)
+                for r in T.Parallel(block_I):
+                    g_s[r] = Pidx[bos + pos, blk * block_I + r] - Pattn[bos + pos, blk * block_I + r]
+                lg = T.alloc_fragment((block_I, heads), T.float32)
+                T.gemm(k_s, q_s, lg, transpose_B=True, clear_accum=True)
+                dw_part = T.alloc_fragment((block_I, heads), T.float32)
+                for r, h in T.Parallel(block_I, heads):
+                    dw_part[r, h] = g_s[r] * T.max(lg[r, h], 0)
+                T.reduce_sum(dw_part, dw, dim=0, clear=False)
+                dl_s = T.alloc_shared((block_I, heads), T.float32)
+                for r, h in T.Parallel(block_I, heads):
+                    d_relu = T.alloc_var(T.float32)
+                    if lg[r, h] > 0:
+                        d_relu = 1.0
+                    else:
+                        d_relu = 0.0
+                    dl_s[r, h] = g_s[r] * d_relu * w_s[h]
+                dl_a = T.alloc_fragment((block_I, heads), T.bfloat16)
+                T.copy(dl_s, dl_a)
+                T.gemm(dl_a, k_s, dq, transpose_A=True)
+                dl_b = T.alloc_fragment((block_I, heads), T.bfloat16)
+                T.copy(dl_s, dl_b)
+                dk = T.alloc_fragment((block_I, dim), T.float32)
+                T.gemm(dl_b, q_s, dk, clear_accum=True)
+                for r, d in T.Parallel(block_I, dim):
+                    row = idx_s[r]
+                    if (row > -1) & (row <= pos):
+                        T.atomic_add(dK[bos + row, d], dk[r, d])
+            for i, d in T.Parallel(heads, dim):
+                dq[i, d] = dq[i, d] * scale
+            T.copy(dq, dQ[bos + pos, :, :])
+            T.copy(dw, dW[bos + pos, :])
+
+    return main
