@@ -1,19 +1,30 @@
 """A forty-eighth set of programs in TileLang's idioms (written for tilecute, not taken from
-TileLang): DeepSeek-V3.2 / V4-era sparse attention and block-scaled fp8 -- the sparse MLA
-forward over a top-k list of token indices (the 512 latent + 64 rope split, KV rows gathered
-by index into shared memory, -1 and future indices masked, T.dynamic sequence lengths), V4's
-MQA sparse attention with a per-head attention sink over a head block wider than the heads
-(the slices past the last head read zeros and are not stored), the lightning indexer's
-block-sparse fp8 score (per-row K scales, ReLU, per-head weights summed through a
-T.reshape'd 3-d view of the score fragment, int64 block ids cast down, the query's [ks, ke)
-window cut to -inf), the logits clean-up that marks the window's ends +inf, a radix top-k
-selector (float16 bit keys by T.reinterpret, a shared histogram by atomics, a scan under
-named barriers, positions by T.atomic_add(return_prev=True)), NSA's compressed-block
-attention (a query sees a compressed block once the block's last token is at or before it),
-DeepGEMM's fp8 GEMM with 1x128 activation scales stored K-major and 128x128 weight scales
-promoted into an fp32 accumulator every K block, the fp8 act_quant with a power-of-two
-(ue8m0) scale computed by IEEE bit manipulation, and the sparse MLA backward's dQ with
-gathered K and dKV scattered by float32 atomics.
+TileLang): DeepSeek-V3.2 / V4-era sparse attention and block-scaled fp8 --
+
+- sparse MLA forward over a top-k list of token indices (the 512 latent + 64 rope split, KV
+  rows gathered by index into shared memory, -1 and future indices masked, T.dynamic
+  lengths); the same written as the pipelined example writes it (GEMMs on column slices of
+  the shared tiles, a 3-d staged KV buffer, the output in two latent halves); a decode step
+  over FlashMLA's fp8 sparse cache (the latent dequantised as it is gathered);
+- V4's MQA sparse attention with a per-head attention sink over a head block wider than the
+  heads (the slices past the last head read zeros and are not stored), and with partial
+  RoPE rotated in shared memory (gathered rows at their own positions, in the pipeline
+  stage the gather filled);
+- the lightning indexer: dense over each query block's K window (T.const heads, block_Q
+  derived from it, a T.reshape'd 3-d view of the fp8 score fragment summed over heads, the
+  result stored transposed), block-sparse over chosen K blocks (int64 block ids, per-row K
+  scales, [ks, ke) cut to -inf), the sparse-finetune form over a varlen batch with a
+  running top-k kept by a bitonic sort T.macro, and its backward (dW by a dim-0 reduction,
+  dQ from a transposed register fragment, dK by atomics); the logits clean-up that marks
+  the window's ends +inf;
+- top-k selection: a radix select over float16 bit keys (shared histogram by atomics, a
+  scan under named barriers, positions by T.atomic_add(return_prev=True)) and an exact
+  four-round radix select over float32 bit keys in a ``while`` loop;
+- NSA's compressed-block attention (a query sees a block once its last token is at or
+  before it); DeepGEMM's fp8 GEMM with 1x128 activation scales stored K-major and 128x128
+  weight scales promoted into an fp32 accumulator every K block; the fp8 act_quant with a
+  power-of-two (ue8m0) scale computed by IEEE bit manipulation; the sparse MLA backward's
+  dQ with gathered K and dKV scattered by float32 atomics.
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs48.py`` builds each to a cubin
