@@ -6,17 +6,18 @@ varlen top-k form with a bitonic sort, its backward), the logits clean-up, two r
 selectors, NSA's compressed-block attention, DeepGEMM's block-scaled fp8 GEMM, the ue8m0
 act_quant, and the sparse MLA backward's dQ / dKV by atomics.
 
-CPU: each builds to an sm_90a cubin (and an sm_80 one where it uses no fp8 and fits), and
-what decides its result is read in the generated source.  One showed a codegen fault:
-indexer_topk_softmax's bitonic compare-and-swap, ``i < other and ((up and v[i] > v[other])
-or (not up and v[i] < v[other]))``, read ``v[other]`` inside the very guard meant to keep it
-from being read (the second way's condition held it, and CuTe evaluates a condition whole)
--- harmless there (``other`` stays inside the buffer), a read past a shared tile where the
-guard's first test is the bounds check (``v < 128 and ...``); a read reached several ways is
-now taken one way at a time (codegen/bounds.py, tests/test_register_branch_reads.py).  The refusals met are TileLang's too: a bool fragment
-used as the score's column mask and again as the dKV accumulator's row mask ("Layout infer
-conflict between valid and acc_dkv" in TileLang 0.1.15), and sizes past sm_80's shared
-memory / its fp8 casts; each message names the kernel's line and the form.
+CPU: each builds to an sm_90a cubin (and an sm_80 one where it uses no fp8 and fits), and what
+decides its result is read in the generated source. One showed a codegen fault:
+indexer_topk_softmax's bitonic compare-and-swap, ``i < other and ((up and v[i] > v[other]) or
+(not up and v[i] < v[other]))``, read ``v[other]`` inside the very guard meant to keep it from
+being read (the second way's condition held it, and CuTe evaluates a condition whole) --
+harmless there (``other`` stays inside the buffer), a read past a shared tile where the guard's
+first test is the bounds check (``v < 128 and ...``); a read reached several ways is now taken
+one way at a time (codegen/bounds.py, tests/test_register_branch_reads.py). The refusals met
+are TileLang's too: a bool fragment used as the score's column mask and again as the dKV
+accumulator's row mask ("Layout infer conflict between valid and acc_dkv" in TileLang 0.1.15),
+and sizes past sm_80's shared memory / its fp8 casts; each message names the kernel's line and
+the form.
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs48.py``)."""
 
 import math
