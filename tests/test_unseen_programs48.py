@@ -1,6 +1,7 @@
 """A forty-eighth set of programs in TileLang's idioms (tests/unseen_programs48.py):
 DeepSeek-V3.2 / V4-era sparse attention and block-scaled fp8 -- sparse MLA forward (also as
-column-sliced split-latent GEMMs, and as a decode step over an fp8 cache), V4's sparse
+column-sliced split-latent GEMMs, as a decode step over an fp8 cache, and as a split-k decode
+with its combine kernel), V4's sparse
 attention with sinks and with partial RoPE, the lightning indexer (dense, block-sparse, the
 varlen top-k form with a bitonic sort, its backward), the logits clean-up, two radix top-k
 selectors, NSA's compressed-block attention, DeepGEMM's block-scaled fp8 GEMM, the ue8m0
@@ -39,7 +40,7 @@ bf16, f32, i32, fp8 = torch.bfloat16, torch.float32, torch.int32, torch.float8_e
 NAMES = ["act_quant_ue8m0", "clean_logits_window", "deepgemm_fp8_promote",
          "indexer_block_sparse_fp8", "indexer_bwd", "indexer_topk_softmax", "lightning_indexer_fp8", "nsa_compressed_attn",
          "radix_topk_exact", "radix_topk_select", "sparse_attn_partial_rope", "sparse_attn_sink_fwd", "sparse_mla_bwd_dq_dkv", "sparse_mla_fwd",
-         "sparse_mla_decode_fp8_cache", "sparse_mla_fwd_split_latent"]
+         "sparse_mla_decode_fp8_cache", "sparse_mla_decode_splitk", "sparse_mla_fwd_split_latent"]
 # eager kernels are built from the arguments they are called with (CPU tensors give the shapes)
 EAGER = {
     "indexer_block_sparse_fp8": lambda: P.indexer_block_sparse_fp8.compile(
@@ -90,6 +91,18 @@ def test_fp8_cache_decode_dequantises_the_gathered_rows():
     # the rope part still moves by cp.async, a stage ahead
     assert "tcc.copy_async(cute.make_tensor(Kr.iterator + cute.assume(cutlass.max(Idx[b, (it + 1) * 64 + bi_1_], 0) * 64" in src
     assert src.index("# T.gemm(Q_s, KV_s, acc_s)") < src.index("# T.gemm(Qt_s, Kt_s, acc_s)")
+
+
+def test_splitk_decode_writes_partials_then_combines_them():
+    src = rounds.source(P.sparse_mla_decode_splitk.get_tir())
+    first, second = (k.split("\n@cute.jit", 1)[0] for k in src.split("\n@cute.kernel\n")[1:])
+    # a split with no valid index: zeros and -inf, not 0 / 0
+    assert "cutlass.select_(l_i[tcrow.row_of(acc_o, tc_r29)] > cutlass.Float32(0.0), acc_o[tc_r29 + tc_lane30] / l_i[" in first
+    assert "cute.math.log2(l_i[tc_q31]) + mx[tc_q31] * cutlass.Float32(0.08064910450604446), cutlass.Float32(float(\"-inf\")))" in first
+    assert "tct.store(Opart_desc, tc_smem + 0, (0, 0, sp1, b1)" in first and "Lpart[b1, sp1, i10] = l_i[" in first
+    assert "lse[s] = Lpart[bb, s, head]" in second
+    assert "lse[s_1_] = cute.math.exp2(lse[s_1_] - lmax[0])" in second
+    assert "o[tc_lane5] = o[tc_lane5] + tc_vec4[tc_lane5] * lse[s_2_] / wsum[0]" in second
 
 
 def test_split_latent_gemms_read_column_slices():
@@ -363,6 +376,23 @@ def test_sparse_mla_decode_fp8_cache_on_gpu():
     kv = torch.cat([(Kq.float() * Ks.repeat_interleave(128, 1)).to(bf16).float(), Kr.float()], 1)
     ref, _ = _gathered_attention(Q, kv, Idx, 576**-0.5, 512, False)
     torch.testing.assert_close(O.cpu().float(), ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+def test_sparse_mla_decode_splitk_on_gpu():
+    gen = torch.Generator().manual_seed(16)
+    B, SKV, H, topk, splits = 3, 1000, 64, 512, 4
+    Q = (torch.randn(B, H, 320, generator=gen) * 0.5).to(bf16)
+    KV = (torch.randn(SKV, 320, generator=gen) * 0.5).to(bf16)
+    Idx = torch.stack([torch.randperm(SKV, generator=gen)[:topk] for _ in range(B)]).to(i32)
+    Idx[torch.rand(B, topk, generator=gen) < 0.2] = -1
+    Idx[1, 128:256] = -1  # a split with nothing to attend
+    Opart = torch.empty(B, splits, H, 256, device="cuda")
+    Lpart = torch.empty(B, splits, H, device="cuda")
+    O = P.sparse_mla_decode_splitk()(Q.cuda(), KV.cuda(), Idx.cuda(), Opart, Lpart)
+    ref, _ = _gathered_attention(Q, KV, Idx, 320**-0.5, 256, False)
+    torch.testing.assert_close(O.cpu().float(), ref, rtol=2e-2, atol=2e-2)
+    assert (Lpart[1, 1] == float("-inf")).all() and (Opart[1, 1] == 0).all()
 
 
 @pytest.mark.gpu

@@ -5,7 +5,8 @@ TileLang): DeepSeek-V3.2 / V4-era sparse attention and block-scaled fp8 --
   rows gathered by index into shared memory, -1 and future indices masked, T.dynamic
   lengths); the same written as the pipelined example writes it (GEMMs on column slices of
   the shared tiles, a 3-d staged KV buffer, the output in two latent halves); a decode step
-  over FlashMLA's fp8 sparse cache (the latent dequantised as it is gathered);
+  over FlashMLA's fp8 sparse cache (the latent dequantised as it is gathered), and one split
+  over the index list with a combine kernel (two kernels in one prim_func);
 - V4's MQA sparse attention with a per-head attention sink over a head block wider than the
   heads (the slices past the last head read zeros and are not stored), and with partial
   RoPE rotated in shared memory (gathered rows at their own positions, in the pipeline
@@ -1107,5 +1108,91 @@ def indexer_bwd(heads=16, dim=64, topk=64, block_I=32, threads=128, sm_scale=Non
                 dq[i, d] = dq[i, d] * scale
             T.copy(dq, dQ[bos + pos, :, :])
             T.copy(dw, dW[bos + pos, :])
+
+    return main
+
+
+# ---- sparse MLA decode split over the top-k, then combined: two kernels in one prim_func --------
+@tilelang.jit(out_idx=[-1])
+def sparse_mla_decode_splitk(heads=64, dim=256, tail_dim=64, topk=512, splits=4, block_I=64,
+                             threads=256):
+    """Flash-decoding over the sparse index list: the first kernel's (split, batch) blocks each
+    attend one split of the topk indices and write a float32 partial output and its base-2
+    LSE (a split whose indices are all -1 writes zeros and -inf); the second kernel's (head,
+    batch) blocks rescale the splits by exp2(lse - max) and sum them.  Both kernels in one
+    prim_func, the partials as the caller's buffers (the second kernel's block variables have
+    names of their own: TileLang's parser refuses a name the first kernel bound)."""
+    B = T.dynamic("batch")
+    SKV = T.dynamic("seq_len_kv")
+    D, DT, H, BI = dim, tail_dim, heads, block_I
+    per = topk // splits
+    scale = (dim + tail_dim) ** -0.5 * LOG2E
+
+    @T.prim_func
+    def main(Q: T.Tensor((B, H, D + DT), T.bfloat16), KV: T.Tensor((SKV, D + DT), T.bfloat16),
+             Idx: T.Tensor((B, topk), T.int32), Opart: T.Tensor((B, splits, H, D), T.float32),
+             Lpart: T.Tensor((B, splits, H), T.float32), Out: T.Tensor((B, H, D), T.bfloat16)):
+        with T.Kernel(splits, B, threads=threads) as (sp, b):
+            Q_s = T.alloc_shared((H, D + DT), T.bfloat16)
+            KV_s = T.alloc_shared((BI, D + DT), T.bfloat16)
+            P_s = T.alloc_shared((H, BI), T.bfloat16)
+            ok = T.alloc_fragment((BI,), T.bool)
+            acc_s = T.alloc_fragment((H, BI), T.float32)
+            acc_o = T.alloc_fragment((H, D), T.float32)
+            mx = T.alloc_fragment((H,), T.float32)
+            mx_prev = T.alloc_fragment((H,), T.float32)
+            alpha = T.alloc_fragment((H,), T.float32)
+            l_i = T.alloc_fragment((H,), T.float32)
+            l_blk = T.alloc_fragment((H,), T.float32)
+            T.copy(Q[b, :, :], Q_s)
+            T.fill(acc_o, 0)
+            T.fill(l_i, 0)
+            T.fill(mx, -(2**30))
+            for it in T.Pipelined(per // BI, num_stages=2):
+                i0 = sp * per + it * BI
+                for j, d in T.Parallel(BI, D + DT):
+                    KV_s[j, d] = KV[T.max(Idx[b, i0 + j], 0), d]
+                for j in T.Parallel(BI):
+                    ok[j] = Idx[b, i0 + j] >= 0
+                for h, j in T.Parallel(H, BI):
+                    acc_s[h, j] = T.if_then_else(ok[j], 0, -T.infinity(T.float32))
+                T.gemm(Q_s, KV_s, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(mx, mx_prev)
+                T.reduce_max(acc_s, mx, dim=1, clear=False)
+                for h in T.Parallel(H):
+                    alpha[h] = T.exp2((mx_prev[h] - mx[h]) * scale)
+                for h, j in T.Parallel(H, BI):
+                    acc_s[h, j] = T.exp2(acc_s[h, j] * scale - mx[h] * scale)
+                T.reduce_sum(acc_s, l_blk, dim=1)
+                for h in T.Parallel(H):
+                    l_i[h] = l_i[h] * alpha[h] + l_blk[h]
+                for h, d in T.Parallel(H, D):
+                    acc_o[h, d] *= alpha[h]
+                T.copy(acc_s, P_s)
+                T.gemm(P_s, KV_s[:, :D], acc_o, policy=T.GemmWarpPolicy.FullRow)
+            for h, d in T.Parallel(H, D):
+                acc_o[h, d] = T.if_then_else(l_i[h] > 0, acc_o[h, d] / l_i[h], 0)
+            for h in T.Parallel(H):
+                l_i[h] = T.if_then_else(l_i[h] > 0, T.log2(l_i[h]) + mx[h] * scale, -T.infinity(T.float32))
+            T.copy(acc_o, Opart[b, sp, :, :])
+            T.copy(l_i, Lpart[b, sp, :])
+
+        with T.Kernel(H, B, threads=128) as (head, bb):
+            lse = T.alloc_fragment((splits,), T.float32)
+            lmax = T.alloc_fragment((1,), T.float32)
+            wsum = T.alloc_fragment((1,), T.float32)
+            o = T.alloc_fragment((D,), T.float32)
+            for s in T.Parallel(splits):
+                lse[s] = Lpart[bb, s, head]
+            T.reduce_max(lse, lmax, dim=0)
+            for s in T.Parallel(splits):
+                lse[s] = T.exp2(lse[s] - lmax[0])
+            T.reduce_sum(lse, wsum, dim=0)
+            T.clear(o)
+            for s in T.serial(splits):
+                for d in T.Parallel(D):
+                    o[d] += Opart[bb, s, head, d] * lse[s] / wsum[0]
+            for d in T.Parallel(D):
+                Out[bb, head, d] = o[d]
 
     return main
