@@ -1,11 +1,10 @@
-"""A forty-eighth set of programs in TileLang's idioms (tests/unseen_programs48.py):
-DeepSeek-V3.2 / V4-era sparse attention and block-scaled fp8 -- sparse MLA forward (also as
-column-sliced split-latent GEMMs, as a decode step over an fp8 cache, and as a split-k decode
-with its combine kernel), V4's sparse
-attention with sinks and with partial RoPE, the lightning indexer (dense, block-sparse, the
-varlen top-k form with a bitonic sort, its backward), the logits clean-up, two radix top-k
-selectors, NSA's compressed-block attention, DeepGEMM's block-scaled fp8 GEMM, the ue8m0
-act_quant, and the sparse MLA backward's dQ / dKV by atomics.
+"""A forty-eighth set of programs in TileLang's idioms (tests/unseen_programs48.py): DeepSeek-V3.2
+/ V4-era sparse attention and block-scaled fp8 -- sparse MLA forward (also as column-sliced
+split-latent GEMMs, as a decode step over an fp8 cache, and as a split-k decode with its
+combine kernel), V4's sparse attention with sinks and with partial RoPE, the lightning indexer
+(dense, block-sparse, the varlen top-k form with a bitonic sort, its backward), the logits
+clean-up, two radix top-k selectors, NSA's compressed-block attention, DeepGEMM's block-scaled
+fp8 GEMM, the ue8m0 act_quant, and the sparse MLA backward's dQ / dKV by atomics.
 
 CPU: each builds to an sm_90a cubin (and an sm_80 one where it uses no fp8 and fits), and what
 decides its result is read in the generated source. One showed a codegen fault:
