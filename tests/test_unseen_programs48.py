@@ -4,7 +4,8 @@ split-latent GEMMs, as a decode step over an fp8 cache, and as a split-k decode 
 combine kernel), V4's sparse attention with sinks and with partial RoPE, the lightning indexer
 (dense, block-sparse, the varlen top-k form with a bitonic sort, its backward), the logits
 clean-up, two radix top-k selectors, NSA's compressed-block attention, DeepGEMM's block-scaled
-fp8 GEMM, the ue8m0 act_quant, and the sparse MLA backward's dQ / dKV by atomics.
+fp8 GEMM, the fp8 act_quant (a ue8m0 scale from the bits; whole rows through a reshaped
+fragment), and the sparse MLA backward's dQ / dKV by atomics.
 
 CPU: each builds to an sm_90a cubin (and an sm_80 one where it uses no fp8 and fits), and what
 decides its result is read in the generated source. One showed a codegen fault:
@@ -36,7 +37,7 @@ import unseen_programs48 as P
 
 bf16, f32, i32, fp8 = torch.bfloat16, torch.float32, torch.int32, torch.float8_e4m3fn
 
-NAMES = ["act_quant_ue8m0", "clean_logits_window", "deepgemm_fp8_promote",
+NAMES = ["act_quant_row_groups", "act_quant_ue8m0", "clean_logits_window", "deepgemm_fp8_promote",
          "indexer_block_sparse_fp8", "indexer_bwd", "indexer_topk_softmax", "lightning_indexer_fp8", "nsa_compressed_attn",
          "radix_topk_exact", "radix_topk_select", "sparse_attn_partial_rope", "sparse_attn_sink_fwd", "sparse_mla_bwd_dq_dkv", "sparse_mla_fwd",
          "sparse_mla_decode_fp8_cache", "sparse_mla_decode_splitk", "sparse_mla_fwd_split_latent"]
@@ -55,7 +56,7 @@ EAGER = {
 }
 # no sm_80 cubin: fp8 GEMMs and casts (sm_89+); the split-latent forward's two KV stages and Q
 # take 225 KiB of shared memory (sm_80 has 163; test below); the eager kernels are on sm_90a only
-NO_SM80 = {"deepgemm_fp8_promote", "sparse_mla_decode_fp8_cache", "sparse_mla_fwd_split_latent"} | set(EAGER)
+NO_SM80 = {"act_quant_row_groups", "deepgemm_fp8_promote", "sparse_mla_decode_fp8_cache", "sparse_mla_fwd_split_latent"} | set(EAGER)
 
 _arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
 _kernel = rounds.kernel_of(P, EAGER)
@@ -259,6 +260,16 @@ def test_act_quant_builds_the_scale_from_bits():
     assert "e8[bx * 32 + i_2_, by] = cutlass.Uint8(tcmath.reinterpret(tc_rows19[tc_c23], cutlass.Uint32) >> cutlass.Uint32(23) & cutlass.Uint32(255))" in src
     assert "tct.load(" not in src  # disable_tma: cp.async in, plain stores out
     assert "if bx * 32 + i7 < M:" in src  # the partial last row block
+
+
+def test_row_group_quant_reduces_the_reshaped_groups():
+    src = _body("act_quant_row_groups")
+    assert "x3 = x_l  # T.view of x_l" in src
+    # a group is 8 threads x 16 registers: their maxima meet by an 8-lane warp reduction
+    assert 'tc_red11[tc_c13] = tcr.warp_allreduce(tc_acc15, "max", 8)' in src
+    assert "tcr.grouped_rows(tc_red11, tc_rows12, amax_scratch, 16, 8, tc_tid)" in src
+    assert "g_1_ = (tc_f17 // 128) % 4" in src and "/ amax[i_1_ * 4 + g_1_]" in src
+    assert "s[bx * 16 + i5, i6] = amax[i5 * 4 + i6]" in src
 
 
 def test_sparse_mla_bwd_scatters_dkv_by_atomics():
@@ -651,6 +662,18 @@ def test_act_quant_ue8m0_on_gpu():
     assert torch.equal(e8.cpu().to(torch.int32), e + 127)
     ref_y = (Xb.float().view(100, 4, 128) / ref_s[..., None]).clamp(-448, 448).to(fp8)
     assert torch.equal(y.cpu().float().view(100, 4, 128), ref_y.float())
+
+
+@pytest.mark.gpu
+def test_act_quant_row_groups_on_gpu():
+    gen = torch.Generator().manual_seed(17)
+    X = (torch.randn(70, 512, generator=gen) * 3).to(bf16)
+    X[3, 128:256] = 0  # an all-zero group
+    y, s = P.act_quant_row_groups()(X.cuda())
+    ref_s = X.float().view(70, 4, 128).abs().amax(-1).clamp(min=1e-4) / 448.0
+    assert torch.equal(s.cpu(), ref_s)
+    ref_y = (X.float().view(70, 4, 128) / ref_s[..., None]).clamp(-448, 448).to(fp8)
+    assert torch.equal(y.cpu().float().view(70, 4, 128), ref_y.float())
 
 
 @pytest.mark.gpu

@@ -24,7 +24,8 @@ TileLang): DeepSeek-V3.2 / V4-era sparse attention and block-scaled fp8 --
 - NSA's compressed-block attention (a query sees a block once its last token is at or
   before it); DeepGEMM's fp8 GEMM with 1x128 activation scales stored K-major and 128x128
   weight scales promoted into an fp32 accumulator every K block; the fp8 act_quant with a
-  power-of-two (ue8m0) scale computed by IEEE bit manipulation; the sparse MLA backward's
+  power-of-two (ue8m0) scale computed by IEEE bit manipulation, and over whole rows through a
+  T.reshape'd (rows, groups, 128) view reduced by T.reduce_absmax; the sparse MLA backward's
   dQ with gathered K and dKV scattered by float32 atomics.
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
@@ -1194,5 +1195,35 @@ def sparse_mla_decode_splitk(heads=64, dim=256, tail_dim=64, topk=512, splits=4,
                     o[d] += Opart[bb, s, head, d] * lse[s] / wsum[0]
             for d in T.Parallel(D):
                 Out[bb, head, d] = o[d]
+
+    return main
+
+
+# ---- act_quant over whole rows: the row tile reshaped into its 1x128 groups ----------------------
+@tilelang.jit(out_idx=[1, 2])
+def act_quant_row_groups(N=512, group=128, blk_m=16, threads=128):
+    """The per-1x128-group fp8 quantisation with each block holding whole rows: the (blk_m, N)
+    tile is T.reshape'd to (blk_m, N / 128, 128) and T.reduce_absmax'd over dim=-1 into a
+    (blk_m, N / 128) fragment of group maxima; scales are amax / 448 (amax floored at 1e-4),
+    e4m3 values clamped to +-448.  T.dynamic rows."""
+    M = T.dynamic("M")
+    G = N // group
+
+    @T.prim_func
+    def main(x: T.Tensor((M, N), T.bfloat16), y: T.Tensor((M, N), T.float8_e4m3fn),
+             s: T.Tensor((M, G), T.float32)):
+        with T.Kernel(T.ceildiv(M, blk_m), threads=threads) as bx:
+            x_l = T.alloc_fragment((blk_m, N), T.float32)
+            x3 = T.reshape(x_l, (blk_m, G, group))
+            amax = T.alloc_fragment((blk_m, G), T.float32)
+            y_l = T.alloc_fragment((blk_m, N), T.float8_e4m3fn)
+            T.copy(x[bx * blk_m, 0], x_l)
+            T.reduce_absmax(x3, amax, dim=-1)
+            for i, g in T.Parallel(blk_m, G):
+                amax[i, g] = T.max(amax[i, g], 1e-4) / 448.0
+            for i, g, c in T.Parallel(blk_m, G, group):
+                y_l[i, g * group + c] = T.clamp(x3[i, g, c] / amax[i, g], -448.0, 448.0)
+            T.copy(y_l, y[bx * blk_m, 0])
+            T.copy(amax, s[bx * blk_m, 0])
 
     return main
