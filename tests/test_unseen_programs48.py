@@ -86,8 +86,11 @@ def test_sparse_mla_gathers_latent_and_rope_rows_by_index():
 def test_fp8_cache_decode_dequantises_the_gathered_rows():
     src = _body("sparse_mla_decode_fp8_cache")
     assert "row = cutlass.max(Idx[b, it * 64 + bi], 0)" in src
-    assert re.search(r"(tc_ld\d+) = Kq\[row, d\]", src) and re.search(r"(tc_ld\d+) = Ks\[row, d // 128\]", src)
-    assert re.search(r"KV_s\[.*\] = cutlass\.BFloat16\(cutlass\.Float32\(tc_ld\d+\) \* tc_ld\d+\)", src)
+    # 16 fp8 elements a load, each lane's tile scale read on its own (one value a 16-lane group)
+    assert ("Kq.iterator + cute.assume(cutlass.max(Idx[b, it * 64 + bi], 0) * 512 + d, divby=16), "
+            "cute.make_layout(16)).load()") in src
+    assert re.search(r"(tc_ld\d+) = Ks\[row, \(d \+ tc_lane\d+\) // 128\]", src)
+    assert re.search(r"= cutlass\.BFloat16\(cutlass\.Float32\(tc_vec\d+\[tc_lane\d+\]\) \* tc_ld\d+\)", src)
     # the rope part still moves by cp.async, a stage ahead
     assert "tcc.copy_async(cute.make_tensor(Kr.iterator + cute.assume(cutlass.max(Idx[b, (it + 1) * 64 + bi_1_], 0) * 64" in src
     assert src.index("# T.gemm(Q_s, KV_s, acc_s)") < src.index("# T.gemm(Qt_s, Kt_s, acc_s)")
