@@ -14,11 +14,14 @@ indexer_topk_softmax's bitonic compare-and-swap, ``i < other and ((up and v[i] >
 being read (the second way's condition held it, and CuTe evaluates a condition whole) --
 harmless there (``other`` stays inside the buffer), a read past a shared tile where the guard's
 first test is the bounds check (``v < 128 and ...``); a read reached several ways is now taken
-one way at a time (codegen/bounds.py, tests/test_register_branch_reads.py). The refusals met
-are TileLang's too: a bool fragment used as the score's column mask and again as the dKV
-accumulator's row mask ("Layout infer conflict between valid and acc_dkv" in TileLang 0.1.15),
-and sizes past sm_80's shared memory / its fp8 casts; each message names the kernel's line and
-the form.
+one way at a time (codegen/bounds.py, tests/test_register_branch_reads.py). And one ran slower
+than TileLang's: sparse_mla_decode_fp8_cache's dequantising gather ran one element a thread
+step (1-byte loads), the tile scale's index ``d // 128`` keeping the nest at one lane; a read
+one value across each aligned group of lanes now runs per lane beside 16-byte loads
+(transform/vectorize.py, tests/test_group_invariant_lanes.py). The refusals met are TileLang's
+too: a bool fragment used as the score's column mask and again as the dKV accumulator's row
+mask ("Layout infer conflict between valid and acc_dkv" in TileLang 0.1.15), and sizes past
+sm_80's shared memory / its fp8 casts; each message names the kernel's line and the form.
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs48.py``)."""
 
 import math
