@@ -12,11 +12,9 @@ import pytest
 
 import tilecute
 import tilecute.language as T
+import rounds
 
-
-@pytest.fixture(autouse=True)
-def _arch(monkeypatch):
-    monkeypatch.setenv("TILECUTE_ARCH", "sm_90a")
+_arch = rounds.use_arch("TILECUTE_ARCH")
 
 
 @tilecute.jit(out_idx=[-1])
@@ -35,9 +33,7 @@ def dequant_gather(rows=64, D=512, group=128, offset=0, dtype=T.float8_e4m3fn):
     return main
 
 
-def _body(kernel):
-    src = kernel.get_kernel_source()
-    return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
+_body = rounds.kernel_body
 
 
 def test_group_scale_read_per_lane_beside_16_byte_loads():
