@@ -79,6 +79,29 @@ def short_circuit_register_and_shared(N=1024):
     return main
 
 
+@tilecute.jit(out_idx=[2])
+def read_reached_two_ways(N=1024):
+    """Y[g] = 1 where X[g] is in [0, 128) and the shared tile there is positive if F[g] is
+    set, negative if not (a bitonic step's compare-and-swap test): ``s[v]`` is reached by two
+    ways, the second past ``not (up and s[v] > 0)``, a condition that reads it itself."""
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), T.int32), F: T.Tensor((N,), T.int32), Y: T.Tensor((N,), T.float32)):
+        with T.Kernel(N // 128, threads=128) as bx:
+            s = T.alloc_shared((128,), T.float32)
+            tx = T.get_thread_binding()
+            s[tx] = tx - 60.5
+            T.sync_threads()
+            v = X[bx * 128 + tx]
+            up = F[bx * 128 + tx] != 0
+            if v >= 0 and v < 128 and ((up and s[v] > 0) or (not up and s[v] < 0)):
+                Y[bx * 128 + tx] = 1.0
+            else:
+                Y[bx * 128 + tx] = 0.0
+
+    return main
+
+
 def _body(kernel):
     src = kernel.get_kernel_source()
     return src.split("\n@cute.kernel\n", 1)[1].split("\n@cute.jit", 1)[0]
@@ -111,6 +134,17 @@ def test_short_circuit_reads_only_where_reached():
     assert short_circuit_register_and_shared().ensure_cubin()
 
 
+def test_read_reached_two_ways_is_read_only_where_reached():
+    """Each way reads s[v] under its own conditions, the second's reading the temporary the
+    first filled (it read s[v] unguarded inside its own guard: out of the tile for v >= 128)."""
+    src = _body(read_reached_two_ways())
+    assert "if v >= 0 and v < 128 and up:\n        tc_ld1 = s[v]" in src
+    assert ("if v >= 0 and v < 128 and not (up and tc_ld1 > cutlass.Float32(0.0)) and not up:\n"
+            "        tc_ld1 = s[v]") in src
+    assert src.count("s[v]") == 2
+    assert read_reached_two_ways().ensure_cubin()
+
+
 @pytest.mark.gpu
 def test_branch_guarded_register_reads_on_gpu():
     import torch
@@ -137,3 +171,7 @@ def test_branch_guarded_register_reads_on_gpu():
     l_at = lv[x.clamp(0, 3).long()]
     want = (in_s & (s_at > 0)).float() + 10 * (in_l & (l_at > 0)).float() + 100 * (~in_s | (s_at < 0)).float()
     torch.testing.assert_close(y, want)
+    f = (torch.arange(1024, device=dev) % 3 == 0).to(torch.int32)
+    y = read_reached_two_ways()(x, f)
+    want = in_s & torch.where(f != 0, s_at > 0, s_at < 0)
+    torch.testing.assert_close(y, want.float())

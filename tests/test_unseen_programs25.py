@@ -75,7 +75,9 @@ def test_quantisation_and_norm_forms():
     assert "tcr.grouped_rows(" not in src and "= tc_rows15[tc_c" in src  # the scales' store
     src = _body("int4_dequant_gemm")
     # the low nibble first, then the high one; signed after the - 8
-    assert ">> k % 2 * 4 & 15" in src and "cutlass.Float16(q - 8) * Scale[bx * 64 + n, (kt * 64 + k) // 64]" in src
+    # (8 lanes a thread step: the scale, one value a group of 8 lanes, read per lane)
+    assert re.search(r">> \(k \+ (tc_lane\d+)\) % 2 \* 4 & 15", src)
+    assert re.search(r"cutlass\.Float16\(q - 8\) \* Scale\[bx \* 64 \+ n, \(kt \* 64 \+ \(k \+ tc_lane\d+\)\) // 64\]", src)
     src = _body("mhc_pre_rms_gate")
     # T.sigmoid of each gate, summed over the hc streams, then the one RMS factor of the token
     # x_f a column of each stream a thread (the stream loop unrolled: register i * 2 + step),

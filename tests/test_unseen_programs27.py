@@ -57,8 +57,10 @@ def test_gemm_forms():
     assert 'tcm.tiled_mma("wgmma", cutlass.Float8E4M3FN, cutlass.Float8E4M3FN, cutlass.Float32' in src
     src = _body("dequant_uint4_gemm")
     # (byte >> 0 or 4) & 15 of the uint8 (a logical shift), minus 8, times the group's scale
-    assert "q = cutlass.Int32(cutlass.Uint8(Bq_s[i * 32 + j // 2])) >> j % 2 * 4 & 15" in src
-    assert "cutlass.Float16(q - 8) * S[bx * 128 + i, (k * 64 + j) // 128]" in src
+    # (lanes a thread step: the group scale is one value a group of lanes)
+    assert re.search(r"q = cutlass\.Int32\(cutlass\.Uint8\(Bq_s\[i \* 32 \+ \(j \+ (tc_lane\d+)\) // 2\]\)\) "
+                     r">> \(j \+ \1\) % 2 \* 4 & 15", src)
+    assert re.search(r"cutlass\.Float16\(q - 8\) \* S\[bx \* 128 \+ i, \(k \* 64 \+ \(j \+ tc_lane\d+\)\) // 128\]", src)
     src = _body("gemm_int8_nn")
     assert "tcm.gemm_simt(" in src and "cutlass.Int8" in src  # B not K-major: no int8 wgmma
     src = _body("gemm_fp8_tn_mixed")

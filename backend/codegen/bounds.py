@@ -510,23 +510,40 @@ class Bounds:
                 terms = [t for c in alts[0] for t in (
                     flatten_logic(c) if isinstance(c, N.Logic) and c.op == "and" else (c,))]
                 conds = [self.exprs.operand(c, PREC["and"] + 1) for c in terms]
+                with self.known.scope():  # (what the branch taken knows)
+                    for c in alts[0]:
+                        self.known.assume(c, True)
+                    conds += self.predicate(ld.buffer, ld.indices)
+                t = self.out.fresh("ld")
+                if self.never(conds):
+                    self.unchecked(t, ld.buffer, ld.dtype, depth)
+                else:
+                    self.out.line(depth, f"{t} = {self.fallback(ld.buffer, ld.dtype)}")
+                    self.out.line(depth, f"if {chain('and', conds)}:")
+                    value = expr(ld)
+                    self.out.line(depth + 1, f"{t} = {value}")
+                self.hoisted[key] = t
             else:
-                taken = [chain("and", (self.exprs.operand(c, PREC["and"] + 1) for c in g))
-                         for g in alts]
-                conds = [chain("or", (f"({t})" for t in taken))]
-            with self.known.scope():  # (what the branch taken knows)
-                for c in alts[0] if len(alts) == 1 else ():
-                    self.known.assume(c, True)
-                conds += self.predicate(ld.buffer, ld.indices)
-            t = self.out.fresh("ld")
-            if self.never(conds):
-                self.unchecked(t, ld.buffer, ld.dtype, depth)
-            else:
-                self.out.line(depth, f"{t} = {self.fallback(ld.buffer, ld.dtype)}")
+                self.hoist_ways(key, ld, alts, depth)
+
+    def hoist_ways(self, key, ld: N.Load, ways: list, depth: int) -> None:
+        """A load the program reaches by several ways (each a tuple of conditions): read into a
+        temporary by one ``if`` per way, in order.  A later way's conditions may read the
+        load itself -- ``v < 64 and ((up and s[v] > 0) or (not up and s[v] < 0))`` reaches its
+        second ``s[v]`` past ``not (up and s[v] > 0)`` -- and CuTe evaluates a condition whole,
+        so they read the temporary the earlier ways filled: where C's ``&&`` / ``||`` reached
+        the load inside such a condition, an earlier way had reached it, and elsewhere its
+        value does not decide the condition."""
+        value = self.exprs.expr(ld)
+        bounds = self.predicate(ld.buffer, ld.indices)
+        t = self.out.fresh("ld")
+        self.out.line(depth, f"{t} = {self.fallback(ld.buffer, ld.dtype)}")
+        for way in ways:
+            conds = [self.exprs.operand(c, PREC["and"] + 1) for c in way] + bounds
+            if not self.never(conds):
                 self.out.line(depth, f"if {chain('and', conds)}:")
-                value = expr(ld)
                 self.out.line(depth + 1, f"{t} = {value}")
-            self.hoisted[key] = t
+            self.hoisted[key] = t  # (the next way's conditions read it)
 
     @contextmanager
     def statement(self):

@@ -7,7 +7,8 @@ contiguous in ``j`` (last index ``j + c``, ``c`` and the other strides known mul
 the chunk), becomes one vector instruction per chunk of at most 16 bytes; every other
 access runs per lane.  For nests over fragments the layout pass has fixed ``V``; for the
 others ``V`` is the widest at which every global access is a full vector (16 bytes of the
-narrowest dtype, dividing the innermost extent), else 1.  The tensors accessed by vector
+narrowest dtype, dividing the innermost extent) or a read one value across each aligned
+group of ``V`` lanes (a group scale ``s[row, j // 128]``, read per lane), else 1.  The tensors accessed by vector
 instructions are returned with the alignment they need, which the launcher checks.
 """
 
@@ -52,23 +53,47 @@ def legal_width(inner: N.For, buffers: dict[str, N.Buffer],
     # planner skips an access independent of the loop variable)
     touched = [(b, i, w) for b, i, w in accesses(inner.body)
                if w or mentions(substitute(i, lets) if lets else i, j)]
-    glob = [(b, tuple(i)) for b, i, _ in touched if buffers.get(b) is not None
+    glob = [(b, tuple(i), w) for b, i, w in touched if buffers.get(b) is not None
             and buffers[b].scope == "global"]
     if not glob and plain_statements(inner.body):
-        glob = [(b, tuple(i)) for b, i, _ in touched if buffers.get(b) is not None
+        glob = [(b, tuple(i), w) for b, i, w in touched if buffers.get(b) is not None
                 and buffers[b].scope == "shared"]
     if not glob:
         return 1
-    width = max(vector_elements(buffers[b].dtype) for b, _ in glob)
+    width = max(vector_elements(buffers[b].dtype) for b, _, _ in glob)
     extent = int(inner.extent.value)
     while width > 1:
         if extent % width == 0:
             vec = vector_accesses(inner, buffers, layouts or {}, width, arch)
-            if all(vec.get((b, i)) == min(width, vector_elements(buffers[b].dtype))
-                   for b, i in glob):
+            # a read whose index is one value across each aligned group of ``width`` lanes
+            # (a group scale ``s[row, j // 128]``) is read per lane and does not limit the
+            # width, as TileLang's planner takes an access invariant within the vector
+            if all(vec.get((b, i)) == min(width, vector_elements(buffers[b].dtype)) or
+                   not w and all(_group_invariant(substitute(x, lets) if lets else x, j, width)
+                                 for x in i)
+                   for b, i, w in glob):
                 return width
         width //= 2
     return 1
+
+
+def _group_invariant(e, j: str, width: int) -> bool:
+    """Is index ``e`` the same at the ``width`` lanes ``j = width * q + l`` of an aligned
+    group: every use of ``j`` inside a ``(j + c) // m`` with ``m`` and ``c`` multiples of
+    ``width`` (the lanes' start is one, so the group never crosses a multiple of ``m``)?"""
+    if not mentions(e, j):
+        return True
+    if isinstance(e, N.BinOp) and e.op == "floordiv" and isinstance(e.b, N.Const):
+        c = affine_in(e.a, j)
+        if c is not None and int(e.b.value) % width == 0 and known_multiple(c) % width == 0:
+            return True
+    if isinstance(e, N.Var):
+        return False
+    if isinstance(e, N.BinOp):
+        return _group_invariant(e.a, j, width) and _group_invariant(e.b, j, width)
+    if isinstance(e, N.Cast):
+        return _group_invariant(e.value, j, width)
+    return False
 
 
 def vector_accesses(inner: N.For, buffers: dict[str, N.Buffer], layouts: dict[str, N.Layout],
