@@ -113,6 +113,33 @@ def test_a_replicated_output_moves_its_columns():
     assert r.dim == 1 and r.src.startswith("x_frag")
 
 
+def test_a_replicated_source_folds_its_columns():
+    """A column reduction kept in place whose source the layout pass then replicates (every
+    thread holds the whole (S, M) table of split LSEs, read at a serial loop's row) folds
+    over the table's rows, each output column from its own S values; it folded the rows
+    (M x M reads off the table: NaNs on the GPU, found there)."""
+    S, M = 4, 64
+
+    @T.prim_func
+    def lse_max(L: T.Tensor((S, M), "float32"), O: T.Tensor((S, M), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            lse = T.alloc_fragment((S, M), "float32")
+            mx = T.alloc_fragment((M,), "float32")
+            row = T.alloc_fragment((M,), "float32")
+            T.copy(L, lse)
+            T.reduce_max(lse, mx, dim=0, clear=True)
+            for k in T.serial(S):
+                for i in T.Parallel(M):
+                    row[i] = lse[k, i] - mx[i]
+                T.copy(row, O[k, :])
+
+    src = tilecute.compile(lse_max, target="sm_90a").get_kernel_source()
+    fold = re.search(r"for (k\d+) in cutlass.range_constexpr\(0, (\d+)\):\n\s+mx\[(j\d+)\] = "
+                     r"cute.arch.fmax\(mx\[\3\], lse\[(\w+) \* 64 \+ (\w+)\]\)", src)
+    assert fold and fold.group(2) == str(S) and fold.group(4) == fold.group(1) and \
+        fold.group(5) == fold.group(3), src
+
+
 def test_rows_short_of_a_round_move_their_columns(tmp_path):
     """(3, 64) in 128 threads: no V gives whole rounds of rows: moved (rows padded)."""
     prog = _column_sum(M=3 * 64, bm=3, bn=64)

@@ -2299,17 +2299,20 @@ class _FoldReplicatedReduces(StmtMutator):
         if id(s) not in self.folded:
             return s
         src, dst = self.buffers[s.src], self.buffers[s.dst]
-        outs = [self.fresh("j" if self.columns else "i") for _ in dst.shape]
+        # a column fold: over src's first dim into (J,) -- the per-thread columns, or a
+        # column reduction the layout pass kept in place (``s.dim == 0`` of a 2-D src) whose
+        # src turned out replicated; else the lowered form: src reduced over its last dim
+        # into dst of the leading dims, or of shape (1,) for a 1-D src
+        columns = self.columns or (s.dim == 0 and src.ndim == 2)
+        outs = [self.fresh("j" if columns else "i") for _ in dst.shape]
         k = self.fresh("k")
-        # the lowered form: src reduced over its last dim into dst of the leading dims, or
-        # of shape (1,) for a 1-D src; a column fold: over its first dim into (J,)
         target = tuple(outs)
-        idx = (k, *outs) if self.columns else (tuple(outs) if src.ndim > 1 else ()) + (k,)
+        idx = (k, *outs) if columns else (tuple(outs) if src.ndim > 1 else ()) + (k,)
         value = N.cast(N.Load(src.name, idx, src.dtype), dst.dtype)
         fold = N.Store(dst.name, target, reduce_update(
             s.kind, N.Load(dst.name, target, dst.dtype), value, absolute=True,
             nan=s.nan_propagate), loc=s.loc)
-        body: tuple = (N.For(k, N.Const(0, "int32"), src.shape[0 if self.columns else -1],
+        body: tuple = (N.For(k, N.Const(0, "int32"), src.shape[0 if columns else -1],
                              "unrolled", (fold,), loc=s.loc),)
         if s.clear:
             body = (N.Store(dst.name, target, reduce_identity(s.kind, dst.dtype), loc=s.loc),) + body
