@@ -24,7 +24,7 @@ from ..transform.launch_abi import KernelPlan
 from ..transform.overlap_mma import TURN_BARRIER
 from ..ir.visitor import BODY_FIELDS, walk_nodes
 from .bounds import Bounds, load_key
-from .expr import E8M0, PACKED, PREC, ExprPrinter, Py, chain, cute_type, memory_type, register_type
+from .expr import E8M0, PACKED, is_fp8, PREC, ExprPrinter, Py, chain, cute_type, memory_type, register_type
 from .memory import SharedMemory, flat_index, shared_index, vector_view
 from .mma import MmaEmitter, merge
 from .nests import NestEmitter
@@ -686,6 +686,8 @@ class KernelEmitter:
         conv = (lambda x: f"{acc_type}({x})") if dst.dtype != src.dtype else (lambda x: x)
         absolute = (lambda x: f"cute.math.absf({x})") if N.is_float(dst.dtype) else \
             (lambda x: x) if dst.dtype.startswith("uint") else (lambda x: f"abs({x})")
+        if is_fp8(dst.dtype):  # (no fp8 math: |x| of its exact float32 value)
+            absolute = lambda x: f"{acc_type}(cute.math.absf(cutlass.Float32({x})))"  # noqa: E731
         take = (lambda x: absolute(conv(x))) if s.kind.startswith("abs") else conv
         red, r, q = out.fresh("red"), out.fresh("r"), out.fresh("q")
         acc = out.fresh("acc")
