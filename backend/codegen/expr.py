@@ -433,7 +433,9 @@ class ExprPrinter:
                     a, b = (self.expr(N.cast(x, "float32")) for x in (e.a, e.b))
                     value = f"cute.arch.f{e.op}({a}, {b})"
                     return (value if e.dtype == "float32" else f"{cute_type(e.dtype)}({value})"), ATOM
-                return f"cutlass.{e.op}({self.expr(e.a)}, {self.expr(e.b)})", ATOM
+                value = f"cutlass.{e.op}({self.expr(e.a)}, {self.expr(e.b)})"
+                # (of two bools, or / and: cutlass.max gives an Int32)
+                return (f"cutlass.Boolean({value})" if e.dtype == "bool" else value), ATOM
             if is_fp8(e.dtype):
                 # CuTe DSL has no fp8 arithmetic; CUTLASS's float_e4m3_t / float_e5m2_t
                 # (TileLang's fp8 types) compute in float and round the result back

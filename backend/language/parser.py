@@ -6848,6 +6848,8 @@ class _Parser:
         if shape(dst, dst_r) != shape(src, src_r) or dst.dtype != src.dtype:
             raise a.fail("dst", f"'{dst.name}' must have the shape and dtype of '{src.name}'"
                          + (" (of the parts given)" if src_r or dst_r else ""))
+        if src.dtype == "bool":  # (TileLang 0.1.15 fails on it too: a bool vector type)
+            raise a.fail("src", f"'{src.name}' is bool; {what} scans numbers")
         ndim = len(shape(src, src_r))
         dim = a.static_int("dim")
         if not -ndim <= dim < ndim:
