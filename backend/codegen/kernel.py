@@ -1256,8 +1256,16 @@ class KernelEmitter:
                                  f"convert only on sm_89+ (cvt e4m3/e5m2); the target is "
                                  f"{self.plan.arch}")
                 continue
+            if isinstance(s, (N.Reduce, N.Scan)) and cvt8(dtypes.get(s.src, "")):
+                form = f"T.reduce_{s.kind}" if isinstance(s, N.Reduce) else \
+                    {"sum": "T.cumsum", "max": "T.cummax"}.get(s.kind, "T.cumsum")
+                self.fail(s, f"{form} of {dtypes[s.src]} values: float8 values convert only on "
+                             f"sm_89+ (cvt e4m3/e5m2; tilecute combines them in float32); the "
+                             f"target is {self.plan.arch}")
             shallow = dataclasses.replace(s, **{f: () for f in BODY_FIELDS.get(type(s), ())})
             for x in walk_nodes(shallow):
+                if isinstance(x, N.Call) and x.name == "reinterpret":
+                    continue  # (its bits, no conversion)
                 if isinstance(x, N.Cast) and x.dtype != x.value.dtype and \
                         (cvt8(x.dtype) or cvt8(x.value.dtype)):
                     self.fail(s, f"a cast from {x.value.dtype} to {x.dtype}: float8 values "
