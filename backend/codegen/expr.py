@@ -111,10 +111,11 @@ class Py(enum.IntEnum):
     PYTHON = 2  # surely a Python number or bool (constants, constant-unrolled indices)
 
 
-def _fp8(dtype: str) -> bool:
+def is_fp8(dtype: str) -> bool:
     """An 8-bit float (float8_e4m3, float8_e5m2), which CuTe DSL loads, stores and
     converts but does no arithmetic on."""
     return N.is_float(dtype) and DTYPES[dtype].bits == 8 and dtype != E8M0
+
 
 
 def _int_add(e) -> bool:
@@ -432,8 +433,10 @@ class ExprPrinter:
                     a, b = (self.expr(N.cast(x, "float32")) for x in (e.a, e.b))
                     value = f"cute.arch.f{e.op}({a}, {b})"
                     return (value if e.dtype == "float32" else f"{cute_type(e.dtype)}({value})"), ATOM
-                return f"cutlass.{e.op}({self.expr(e.a)}, {self.expr(e.b)})", ATOM
-            if _fp8(e.dtype):
+                value = f"cutlass.{e.op}({self.expr(e.a)}, {self.expr(e.b)})"
+                # (of two bools, or / and: cutlass.max gives an Int32)
+                return (f"cutlass.Boolean({value})" if e.dtype == "bool" else value), ATOM
+            if is_fp8(e.dtype):
                 # CuTe DSL has no fp8 arithmetic; CUTLASS's float_e4m3_t / float_e5m2_t
                 # (TileLang's fp8 types) compute in float and round the result back
                 wide = N.BinOp(e.op, N.cast(e.a, "float32"), N.cast(e.b, "float32"), "float32")
@@ -452,7 +455,7 @@ class ExprPrinter:
             if _promotes(e.a) or _promotes(e.b):
                 a, b = (self.promoted(x, p + 1) for x in (e.a, e.b))
                 return f"{a} {CMPOP[e.op]} {b}", p
-            if _fp8(e.a.dtype):  # (compared as the float values they are, exactly)
+            if is_fp8(e.a.dtype):  # (compared as the float values they are, exactly)
                 a, b = (self.operand(N.cast(x, "float32"), p + 1) for x in (e.a, e.b))
                 return f"{a} {CMPOP[e.op]} {b}", p
             return f"{self.operand(e.a, p + 1)} {CMPOP[e.op]} {self.operand(e.b, p + 1)}", p
@@ -474,15 +477,19 @@ class ExprPrinter:
                 return self._int4_cast(e), ATOM
             if E8M0 in (e.dtype, e.value.dtype):
                 return self._e8m0_cast(e), ATOM
-            if _fp8(e.dtype) and (N.is_int(e.value.dtype) or e.value.dtype == "bool"):
+            if is_fp8(e.dtype) and (N.is_int(e.value.dtype) or e.value.dtype == "bool"):
                 # through float32, as CUDA's __nv_fp8_e4m3(int) converts (CuTe DSL's
                 # Float8E4M3FN(Float32(i)) folds to an sitofp to fp8, which LLVM refuses)
                 self.use("math")
                 value = self.expr(e.value)
                 return f"tcmath.fp8_from_int({value}, {cute_type(e.dtype)})", ATOM
-            if _fp8(e.value.dtype) and (N.is_int(e.dtype) or e.dtype == "bool"):
+            if is_fp8(e.value.dtype) and (N.is_int(e.dtype) or e.dtype == "bool"):
                 # (int)__nv_fp8_e4m3 and (bool) convert its float value likewise (CuTe DSL
                 # has no direct fp8 to integer or i1 conversion)
+                return self._expr(N.Cast(e.dtype, N.Cast("float32", e.value)))
+            if is_fp8(e.dtype) and is_fp8(e.value.dtype) and e.dtype != e.value.dtype:
+                # e4m3 <-> e5m2 through its (exact) float32 value, as CUTLASS converts (CuTe
+                # DSL's direct conversion is an arith.truncf between fp8 types, which fails)
                 return self._expr(N.Cast(e.dtype, N.Cast("float32", e.value)))
             if _bool_arith(e.value) and e.dtype != "bool":
                 return f"{cute_type(e.dtype)}({self.bool_int(e.value, 0)})", ATOM
@@ -493,7 +500,7 @@ class ExprPrinter:
                 # the promoted Select is a cutlass.select_ of Int32 values, whose MLIR value
                 # has no sign (CuTe DSL's float conversions refuse it): name its type
                 text = f"cutlass.Int32({text})"
-            if (e.dtype in ("float16", "bfloat16", "float32") or _fp8(e.dtype)) and \
+            if (e.dtype in ("float16", "bfloat16", "float32") or is_fp8(e.dtype)) and \
                     not isinstance(e.value, N.Const) and self.surely_python(e.value):
                 # CuTe DSL keeps a Python number unrounded in a cutlass float: a runtime value
                 self.use("math")
@@ -787,7 +794,7 @@ class ExprPrinter:
         return f"{self.operand(x, PREC['bitxor'])} ^ {ones}", PREC["bitxor"]
 
     def _abs(self, e: N.Call):
-        if _fp8(e.dtype):  # (exact in float32)
+        if is_fp8(e.dtype):  # (exact in float32)
             return f"{cute_type(e.dtype)}(cute.math.absf({self.expr(N.cast(e.args[0], 'float32'))}))", ATOM
         if _width_sensitive(e):  # |x| of a promoted x: C's value at the narrow width
             return f"{cute_type(e.dtype)}({self.promoted(e, 0)})", ATOM

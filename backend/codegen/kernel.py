@@ -24,7 +24,7 @@ from ..transform.launch_abi import KernelPlan
 from ..transform.overlap_mma import TURN_BARRIER
 from ..ir.visitor import BODY_FIELDS, walk_nodes
 from .bounds import Bounds, load_key
-from .expr import E8M0, PACKED, PREC, ExprPrinter, Py, chain, cute_type, memory_type, register_type
+from .expr import E8M0, PACKED, is_fp8, PREC, ExprPrinter, Py, chain, cute_type, memory_type, register_type
 from .memory import SharedMemory, flat_index, shared_index, vector_view
 from .mma import MmaEmitter, merge
 from .nests import NestEmitter
@@ -689,6 +689,8 @@ class KernelEmitter:
         conv = (lambda x: f"{acc_type}({x})") if dst.dtype != src.dtype else (lambda x: x)
         absolute = (lambda x: f"cute.math.absf({x})") if N.is_float(dst.dtype) else \
             (lambda x: x) if dst.dtype.startswith("uint") else (lambda x: f"abs({x})")
+        if is_fp8(dst.dtype):  # (no fp8 math: |x| of its exact float32 value)
+            absolute = lambda x: f"{acc_type}(cute.math.absf(cutlass.Float32({x})))"  # noqa: E731
         take = (lambda x: absolute(conv(x))) if s.kind.startswith("abs") else conv
         red, r, q = out.fresh("red"), out.fresh("r"), out.fresh("q")
         acc = out.fresh("acc")
@@ -1295,8 +1297,16 @@ class KernelEmitter:
                                  f"convert only on sm_89+ (cvt e4m3/e5m2); the target is "
                                  f"{self.plan.arch}")
                 continue
+            if isinstance(s, (N.Reduce, N.Scan)) and cvt8(dtypes.get(s.src, "")):
+                form = f"T.reduce_{s.kind}" if isinstance(s, N.Reduce) else \
+                    {"sum": "T.cumsum", "max": "T.cummax"}.get(s.kind, "T.cumsum")
+                self.fail(s, f"{form} of {dtypes[s.src]} values: float8 values convert only on "
+                             f"sm_89+ (cvt e4m3/e5m2; tilecute combines them in float32); the "
+                             f"target is {self.plan.arch}")
             shallow = dataclasses.replace(s, **{f: () for f in BODY_FIELDS.get(type(s), ())})
             for x in walk_nodes(shallow):
+                if isinstance(x, N.Call) and x.name == "reinterpret":
+                    continue  # (its bits, no conversion)
                 if isinstance(x, N.Cast) and x.dtype != x.value.dtype and \
                         (cvt8(x.dtype) or cvt8(x.value.dtype)):
                     self.fail(s, f"a cast from {x.value.dtype} to {x.dtype}: float8 values "

@@ -1091,7 +1091,14 @@ NO_WAIT = -1  # Gemm.wg_wait of T.wgmma_gemm: never waits
 
 
 REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax", "bitand", "bitor", "bitxor")
-BITWISE_REDUCE_KINDS = ("bitand", "bitor", "bitxor")  # integer sources only
+BITWISE_REDUCE_KINDS = ("bitand", "bitor", "bitxor")  # integer sources (and bool, below)
+
+
+def bitwise_reduce_takes(kind: str, dtype: str) -> bool:
+    """Whether T.reduce_<kind> (a bitwise kind) takes a ``dtype`` source: integers, and bool
+    for bitor / bitxor (TileLang lowers those as the logical or / parity; its bitand starts
+    from all ones, which bool cannot hold, and is refused there too)."""
+    return is_int(dtype) or (dtype == "bool" and kind != "bitand")
 REDUCER_OPS = ("sum", "max", "min", "bitand", "bitor", "bitxor")  # T.alloc_reducer's op
 
 

@@ -971,8 +971,9 @@ class _Validator:
             self.static_shapes(f"T.reduce_{s.kind}", (src, dst))
             if s.kind not in N.REDUCE_KINDS:
                 self.fail(f"unknown reduction {s.kind!r}")
-            if s.kind in N.BITWISE_REDUCE_KINDS and not N.is_int(src.dtype):
-                self.fail(f"T.reduce_{s.kind} takes integers; '{src.name}' is {src.dtype}")
+            if s.kind in N.BITWISE_REDUCE_KINDS and not N.bitwise_reduce_takes(s.kind, src.dtype):
+                self.fail(f"T.reduce_{s.kind} takes integers{'' if s.kind == 'bitand' else ' or bool'}; "
+                          f"'{src.name}' is {src.dtype}")
             if s.nan_propagate and (s.kind not in ("max", "min", "absmax") or
                                     not N.is_float(dst.dtype)):
                 self.fail(f"T.reduce_{s.kind}({s.src}, {s.dst}): nan_propagate is for max, min "
@@ -1037,6 +1038,10 @@ class _Validator:
             if s.op in ("max", "min") and dst_dtype not in N.ATOMIC_MINMAX_DTYPES:
                 self.fail(f"T.atomic_{s.op} into '{s.dst.buffer}' ({dst_dtype}): atomic max/min "
                           f"take {', '.join(N.ATOMIC_MINMAX_DTYPES)}")
+            if s.op == "add" and dst_dtype not in N.ATOMIC_RETURN_DTYPES["add"]:
+                # (8- and 16-bit integers, fp8, bool: no red/atom.add of that width here)
+                self.fail(f"T.atomic_add into '{s.dst.buffer}' ({dst_dtype}): atomic add takes "
+                          f"{', '.join(N.ATOMIC_RETURN_DTYPES['add'])}")
             self.region(s.dst, vars_, bufs)
             if isinstance(s.value, N.Region):
                 self.region(s.value, vars_, bufs)

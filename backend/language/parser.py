@@ -5413,8 +5413,9 @@ class _Parser:
             raise self.error(s, f"{what} is not supported: tilecute's Reduce has the kinds "
                                 f"{', '.join(N.REDUCE_KINDS)}")
         src, dst = (self.reduce_operand(a, arg, what) for arg in ("buffer", "out"))
-        if kind in N.BITWISE_REDUCE_KINDS and not N.is_int(src.dtype):
-            raise a.fail("buffer", f"'{src.name}' is {src.dtype}; bitwise reductions take integers")
+        if kind in N.BITWISE_REDUCE_KINDS and not N.bitwise_reduce_takes(kind, src.dtype):
+            raise a.fail("buffer", f"'{src.name}' is {src.dtype}; bitwise reductions take "
+                                   f"integers{', and bool for bitor / bitxor' if kind == 'bitand' else ' or bool'}")
         dim = a.static_int("dim")
         if dim < -src.ndim:
             raise a.fail("dim", f"dim={dim} is out of range for '{src.name}', which has "
@@ -6924,6 +6925,8 @@ class _Parser:
         if shape(dst, dst_r) != shape(src, src_r) or dst.dtype != src.dtype:
             raise a.fail("dst", f"'{dst.name}' must have the shape and dtype of '{src.name}'"
                          + (" (of the parts given)" if src_r or dst_r else ""))
+        if src.dtype == "bool":  # (TileLang 0.1.15 fails on it too: a bool vector type)
+            raise a.fail("src", f"'{src.name}' is bool; {what} scans numbers")
         ndim = len(shape(src, src_r))
         dim = a.static_int("dim")
         if not -ndim <= dim < ndim:

@@ -167,6 +167,8 @@ class _Kernel(StmtMutator):
             return False
         if DTYPES[glob.dtype].pack > 1 or DTYPES[shared.dtype].pack > 1:
             return False  # (float4_e2m1fn: TMA's 4-bit types are sm_100's; cp.async moves it)
+        if "bool" in (glob.dtype, shared.dtype):
+            return False  # CuTe DSL's tensor maps have no Boolean element; the plain copy moves it
         if shared.name not in self.allocs:
             return False
         swizzle = tma_swizzle(self.allocs[shared.name])

@@ -2,7 +2,7 @@
 and a block-level all-reduce through shared memory.
 
 ``op`` is always a compile-time Python string: ``"sum"``, ``"max"``, ``"min"``, on
-integers ``"bitand"``, ``"bitor"``, ``"bitxor"``, or ``"max_nan"`` / ``"min_nan"``: max /
+integers (and bools) ``"bitand"``, ``"bitor"``, ``"bitxor"``, or ``"max_nan"`` / ``"min_nan"``: max /
 min where a NaN operand is the result (TileLang's ``nan_propagate``).
 Use :func:`combine`, not Python's builtin ``max``/``min``: inside ``@cute.kernel``/
 ``@cute.jit`` bodies CuTe rewrites those into a compare + select (``setp`` + ``selp``,
@@ -22,6 +22,7 @@ import cutlass
 import cutlass.cute as cute
 
 OPS = ("sum", "max", "min", "bitand", "bitor", "bitxor", "max_nan", "min_nan")
+_FP8 = (cutlass.Float8E4M3FN, cutlass.Float8E5M2)
 
 
 def pick(frag, index, n: int):
@@ -42,7 +43,8 @@ def pick(frag, index, n: int):
 
 def combine(a, b, op):
     """``a + b``, ``max(a, b)``, ``min(a, b)``, ``a & b``, ``a | b`` or ``a ^ b`` for ``op``
-    "sum" / "max" / "min" / "bitand" / "bitor" / "bitxor" (the last three on integers);
+    "sum" / "max" / "min" / "bitand" / "bitor" / "bitxor" (the last three on integers or
+    bools);
     "max_nan" / "min_nan": max / min propagating NaN (``max.NaN.f32``, CUDA's
     ``__hmax_nan`` through Float32 for Float16/BFloat16; Float64 "max" / "min" with a NaN
     operand selected over it; integers as "max" / "min").
@@ -63,18 +65,22 @@ def combine(a, b, op):
     """
     if callable(op):  # a combiner of its own (TVM's T.comm_reducer: a product, ...)
         return op(*a, *b) if isinstance(a, tuple) else op(a, b)
+    fp8 = next((type(x) for x in (a, b) if type(x) in _FP8), None)
+    if fp8 is not None:  # no fp8 arithmetic: through Float32, rounded back each step (TileLang's)
+        return fp8(combine(cutlass.Float32(a), cutlass.Float32(b), op))
     if op == "sum":
         return a + b
-    if op == "bitand":  # integers (and.b32 / or.b32 / xor.b32)
-        return a & b
-    if op == "bitor":
-        return a | b
-    if op == "bitxor":
-        return a ^ b
+    if op in ("bitand", "bitor", "bitxor"):  # integers (and.b32 / or.b32 / xor.b32) or bools
+        r = a & b if op == "bitand" else a | b if op == "bitor" else a ^ b
+        # Boolean ^ Boolean comes back as Int8: a bool reduction (T.reduce_bitxor of bools,
+        # the parity) stays Boolean
+        return cutlass.Boolean(r) if cutlass.Boolean in (type(a), type(b)) else r
     if op not in ("max", "min", "max_nan", "min_nan"):
         raise ValueError(f"tilecute combine: unknown op {op!r}, expected one of {OPS}")
     nan = op.endswith("_nan")
     dtype = type(a) if isinstance(a, cutlass.Numeric) else type(b)
+    if dtype is cutlass.Boolean:  # max / min of bools (any / all) stay Boolean
+        return cutlass.Boolean(cutlass.max(a, b) if op.startswith("max") else cutlass.min(a, b))
     if dtype in (cutlass.Float32, cutlass.Float16, cutlass.BFloat16):
         f = cute.arch.fmax if op.startswith("max") else cute.arch.fmin
         r = f(cutlass.Float32(a), cutlass.Float32(b), nan=nan)
@@ -209,7 +215,7 @@ def block_allreduce(vals: cute.Tensor, op: cutlass.Constexpr, scratch: cute.Tens
             acc = scratch[(r * num_warps + first) * lanes + mine]
             for g in cutlass.range_constexpr(1, group_warps):
                 acc = combine(acc, scratch[(r * num_warps + first + g) * lanes + mine], op)
-            vals[r] = acc
+            vals[r] = vals.element_type(acc)  # a bool went through shared memory as a byte
         _sync(threads, barrier_id)
 
 
@@ -234,7 +240,8 @@ def grouped_rows(red: cute.Tensor, rows: cute.Tensor, scratch: cute.Tensor,
                 scratch[row] = red[c]
     _sync(threads, barrier_id)
     for r in cutlass.range_constexpr(cute.size(rows)):
-        rows[r] = scratch[r]
+        # as the rows' type: a bool row went through shared memory as a byte
+        rows[r] = rows.element_type(scratch[r])
     _sync(threads, barrier_id)
 
 
