@@ -454,7 +454,7 @@ def _parse(body: str):
     ("A[0:2] = T.Shuffle([A[0], B[0, 0]], [0, 1])", "T.Shuffle: lanes of dtypes"),
     ("T.copy(A[T.Ramp(0, 2, 4)], A[T.Ramp(4, 1, 4)])", "a vector index is only as T.Ramp(start, "
                                                      "1, lanes)"),
-    ("v = T.Ramp(0, 1, 4)\nT.copy(A[v:v + 4], A[4:8])", "expected an integer expression, got v"),
+    ("v = T.Ramp(0, 1, 4)\nT.copy(A[v:v + 4], A[4:8])", "expected an integer expression, got `v`"),
     ("for i in T.serial(T.Ramp(0, 1, 2)):\n    A[0] = 1.0", "expected an integer expression"),
 ])
 def test_refused_by_name(body, message):

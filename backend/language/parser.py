@@ -887,7 +887,7 @@ class _Parser:
     def arg_index(self, ref, form: str) -> N.Expr:
         """An argument that is an integer expression (a grid or loop extent)."""
         if isinstance(ref, ast.AST):
-            return self.index_expr(ref)
+            return self.index_value(ref, self.expr(ref), f"T.{form}: ")
         v = ref.value if isinstance(ref, _Given) else ref
         node = ref.node if isinstance(ref, _Given) else None
         if isinstance(v, bool) or not isinstance(v, (int, N.Expr)) or not N.is_int(N.as_expr(v).dtype):
@@ -5026,14 +5026,8 @@ class _Parser:
         src, dst = self.region(a.node("src")), self.region(a.node("dst"))
         whole = [not isinstance(a.node(n), ast.Subscript) and r.extents is None
                  for n, r in (("src", src), ("dst", dst))]
-        if all(whole):  # TileLang asserts two whole buffers have one shape
-            shapes = [self.buffer_named(r.buffer).shape for r in (src, dst)]
-            if _shape_text(shapes[0]) != _shape_text(shapes[1]):
-                raise self.error(s, f"{form}({src.buffer}, {dst.buffer}): '{src.buffer}' has shape "
-                                    f"{_shape_text(shapes[0])} and '{dst.buffer}' "
-                                    f"{_shape_text(shapes[1])}; two whole buffers must have one "
-                                    "shape (TileLang asserts it): name a region of one "
-                                    "(A[0:64, 0:64]) or the element its tile starts at (A[i, j])")
+        if all(whole):
+            self.check_whole_shapes(s, form, src, dst)
         if src.extents is None and dst.extents is None and \
                 isinstance(a.node("src"), ast.Subscript) and isinstance(a.node("dst"), ast.Subscript):
             # two single elements (T.copy(A[i], B[j])): TileLang copies that one element
@@ -5510,12 +5504,29 @@ class _Parser:
                                          f"expected one of {', '.join(N.MEMORY_ORDERS)}")
         return order
 
+    def check_whole_shapes(self, s, form: str, first: N.Region, second: N.Region) -> None:
+        """Two whole buffers named bare (``T.copy(s, f)``, ``T.atomic_add(B, f)``): TileLang
+        asserts their shapes are one (``assert_structural_equal``); a FrontendError naming
+        both shapes, never a tile of the smaller one."""
+        shapes = [self.buffer_named(r.buffer).shape for r in (first, second)]
+        if _shape_text(shapes[0]) != _shape_text(shapes[1]):
+            raise self.error(s, f"{form}({first.buffer}, {second.buffer}): '{first.buffer}' has shape "
+                                f"{_shape_text(shapes[0])} and '{second.buffer}' "
+                                f"{_shape_text(shapes[1])}; two whole buffers must have one "
+                                "shape (TileLang asserts it): name a region of one "
+                                "(A[0:64, 0:64]) or the element its tile starts at (A[i, j])")
+
     def stmt_atomic_add(self, a: _Args, s, op: str = "add") -> list[N.Stmt]:
         """``T.atomic_add/max/min(dst, value, memory_order)``: an element, or a tile
         (regions); TileLang's memory order on each element's update (None: relaxed)."""
         order = self.memory_order(a)
         a.no_annotations()
         v = a.node("value")
+        if not isinstance(a.node("dst"), ast.Subscript) and not isinstance(v, ast.Subscript) \
+                and isinstance(a.value("value"), _BufferRef):
+            whole = [self.region(a.node("dst")), self.region(v)]
+            if all(r.extents is None for r in whole):
+                self.check_whole_shapes(s, f"T.atomic_{op}", *whole)
         if "use_tma" in a.sig.parameters and a.static_bool("use_tma"):
             element = isinstance(a.node("dst"), ast.Subscript) and not any(
                 isinstance(i, slice) for i in self.indices(a.node("dst"))) and not (
@@ -7810,11 +7821,14 @@ class _Parser:
     def index_expr(self, node) -> N.Expr:
         return self.index_value(node, self.expr(node))
 
-    def index_value(self, node, v) -> N.Expr:
+    def index_value(self, node, v, form: str = "") -> N.Expr:
         """``v`` (the value of ``node``) as an index: int32, or int64 for a 64-bit value
-        (TVM keeps an index's dtype: ``x[bx * 512 + i]`` over an int64 ``bx`` is int64)."""
+        (TVM keeps an index's dtype: ``x[bx * 512 + i]`` over an int64 ``bx`` is int64).
+        ``form`` (``"T.Parallel: "``) starts the error's message."""
         if isinstance(v, bool) or not isinstance(v, (int, N.Expr)):
-            raise self.error(node, f"expected an integer expression, got {ast.unparse(node)}")
+            why = f" (the Python float {v!r}: `//` divides integers)" if isinstance(v, float) else ""
+            raise self.error(node, f"{form}expected an integer expression, got "
+                                   f"`{ast.unparse(node)}`{why}")
         v = N.as_expr(v)
         if not N.is_int(v.dtype):
             raise self.error(node, f"index/extent `{ast.unparse(node)}` has dtype {v.dtype}, "
