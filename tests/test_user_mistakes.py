@@ -278,6 +278,27 @@ def python_list_index_out_of_range():  # TileLang: IndexError
     return k
 
 
+
+def macro_given_an_unknown_keyword():  # Python (and TileLang): "unexpected keyword argument"
+    @T.prim_func
+    def k(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            f = T.alloc_fragment((128,), "float32")
+            T.copy(A[0], f)
+            _add(f, amount=1.0)  # <- here
+            T.copy(f, B[0])
+    return k
+
+
+def shape_unpacked_into_too_few_names():  # Python (and TileLang): "too many values to unpack"
+    @T.prim_func
+    def k(A: T.Tensor((4, 64, 64), "float32")):
+        M, N = A.shape  # <- here
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(M):
+                A[0, i, 0] = 0.0
+    return k
+
 CASES = [
     (copy_between_shared_tiles_of_two_shapes, FrontendError,
      ["T.copy(s, t)", "'s' has shape (64, 64)", "'t' (32, 128)", "one shape"]),
@@ -313,6 +334,11 @@ CASES = [
                                                      "too many positional arguments"]),
     (python_list_index_out_of_range, FrontendError, ["cannot evaluate `offsets[2]`",
                                                      "list index out of range"]),
+    # before: "missing a required argument: 'value'" (inspect's bind checks that first)
+    (macro_given_an_unknown_keyword, FrontendError,
+     ["T.macro '_add'", "unexpected keyword argument 'amount'", "(its parameters: frag, value)"]),
+    # before: "`M, N = A.shape` at the top level: only `with T.Kernel(...)` blocks, ..."
+    (shape_unpacked_into_too_few_names, FrontendError, ["cannot unpack 3 values into 2 names"]),
 ]
 
 

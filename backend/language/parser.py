@@ -1991,6 +1991,10 @@ class _Parser:
                 return False
             self.bind(target.id, value)
             return True
+        if all(isinstance(t, ast.Name) for t in target.elts) and \
+                isinstance(value, (tuple, list)) and len(value) != len(target.elts):
+            # `M, N = A.shape` of a 3-d A: Python's (and so TileLang's) unpacking error
+            raise self.error(s, f"cannot unpack {len(value)} values into {len(target.elts)} names")
         if not all(isinstance(t, ast.Name) for t in target.elts) or \
                 not isinstance(value, (tuple, list)) or len(value) != len(target.elts) or \
                 not all(known(v) for v in value):
@@ -4583,8 +4587,18 @@ class _Parser:
                 kwvalues.update(self.eval_python(k.value))
             else:
                 kwvalues[k.arg] = self.macro_arg(k.value)
+        sig = inspect.signature(fn)
+        params = sig.parameters.values()
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            # Python names an unknown keyword before a missing argument (`_z(A, count=64)`
+            # for `_z(buf, n)`); inspect's bind says only that `n` is missing
+            names = [p.name for p in params if p.kind is not p.POSITIONAL_ONLY]
+            for key in kwvalues:
+                if key not in names:
+                    raise self.error(s, f"{what}: got an unexpected keyword argument {key!r} "
+                                        f"(its parameters: {', '.join(names)})")
         try:
-            bound = inspect.signature(fn).bind(*values, **kwvalues)
+            bound = sig.bind(*values, **kwvalues)
         except TypeError as e:
             raise self.error(s, f"{what}: {e}") from None
         bound.apply_defaults()
