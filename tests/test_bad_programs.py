@@ -6,6 +6,7 @@ something else.  The launcher's checks of call arguments (dtype, shape, rank, de
 strides, count) are in ``test_launcher.py`` and ``test_user_errors.py``."""
 
 import inspect
+from pathlib import Path
 
 import pytest
 
@@ -18,11 +19,23 @@ from tilecute.transform.select_mma import GemmError
 from tilecute.transform.shared_memory import SharedMemoryError
 
 
-def _marked_line(factory) -> int:
-    lines, first = inspect.getsourcelines(factory)
-    marked = [first + n for n, text in enumerate(lines) if text.rstrip().endswith("# <- here")]
-    assert len(marked) == 1, f"{factory.__name__}: mark one line"
-    return marked[0]
+def told_where_and_what(factory, error, words, marked) -> str:
+    """Build ``factory()``'s program and lower it: that raises ``error`` whose message holds each of ``words``, the
+    prim_func's name and the source line of one ``# <- here`` mark in the function
+    ``marked`` (the factory, or the helper holding the statement).  Also used by
+    ``test_user_mistakes.py``."""
+    with pytest.raises(error) as info:
+        lower(factory(), "sm_90a")
+    message = str(info.value)
+    for word in words:
+        assert word in message, f"{word!r} not in {message!r}"
+    assert "prim_func '" in message
+    lines, first = inspect.getsourcelines(marked)
+    lines = [first + n for n, text in enumerate(lines) if text.rstrip().endswith("# <- here")]
+    assert lines, f"{marked.__name__}: mark the line"
+    where = [f"{Path(inspect.getsourcefile(marked)).name}:{line}" for line in lines]
+    assert any(w in message for w in where), f"none of {where} in {message!r}"
+    return message
 
 
 def _gemm(shape_a, shape_b, shape_c, dtype_a="float16", dtype_b="float16", acc="float32",
@@ -432,14 +445,8 @@ CASES = [
 
 @pytest.mark.parametrize("factory,error,words", CASES, ids=[c[0].__name__ for c in CASES])
 def test_a_wrong_program_is_told_where_and_what(factory, error, words):
-    with pytest.raises(error) as info:
-        lower(factory(), "sm_90a")
-    message = str(info.value)
-    for word in words:
-        assert word in message, f"{word!r} not in {message!r}"
-    assert "prim_func '" in message
-    line = _marked_line(_gemm if factory.__name__.startswith("gemm_") else factory)
-    assert f"test_bad_programs.py:{line}" in message
+    told_where_and_what(factory, error, words,
+                        _gemm if factory.__name__.startswith("gemm_") else factory)
 
 
 # ---- what must still build --------------------------------------------------------------
