@@ -1,0 +1,185 @@
+"""The fifty-third set of programs in TileLang's idioms (tests/unseen_programs53.py): the mHC
+pre block's fused tail (Sinkhorn on one warp, stream mixing on the others) and its tfloat32
+GEMM with row sums of squares, a fast Walsh-Hadamard transform by warp shuffles, a
+block-causal attention forward, and an fp8 block mean pooling.
+
+CPU: each builds to an sm_90a cubin (and an sm_80 one where it uses no fp8 or wgmma-only
+form), and what decides its result is read in the generated source.  All built and read right
+as first written.
+GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs53.py``)."""
+
+import re
+
+import pytest
+import torch
+
+import rounds
+import unseen_programs53 as P
+
+bf16, f8 = torch.bfloat16, torch.float8_e4m3fn
+
+NAMES = ["block_causal_fwd", "fp8_block_mean_pool", "hadamard_shfl", "mhc_gemm_sqrsum_tf32",
+         "mhc_pre_sinkhorn"]
+
+# eager kernels are built from the arguments they are called with (CPU tensors give the shapes)
+EAGER = {
+    "mhc_pre_sinkhorn": lambda: P.mhc_pre_sinkhorn.compile(
+        torch.zeros(4, 10, 24), torch.zeros(4, 10), torch.zeros(24),
+        torch.zeros(10, 4, 512, dtype=bf16), torch.zeros(10, 4), torch.zeros(10, 16),
+        torch.zeros(10, 512, dtype=bf16)),
+    "mhc_gemm_sqrsum_tf32": lambda: P.mhc_gemm_sqrsum_tf32.compile(
+        torch.zeros(100, 1024, dtype=bf16), torch.zeros(24, 1024), torch.zeros(100, 24),
+        torch.zeros(100)),
+    "fp8_block_mean_pool": lambda: P.fp8_block_mean_pool.compile(
+        torch.zeros(1000, 128, dtype=f8), torch.zeros(1000)),
+}
+
+_arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
+_kernel = rounds.kernel_of(P, EAGER)
+_body = rounds.body_of(_kernel)
+
+test_every_kernel_is_listed = rounds.every_kernel_is_listed(P, NAMES, imports=("tilelang", "T"))
+test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, _kernel)
+# hadamard_shfl has no Hopper-only form (block_causal_fwd's score GEMM is wgmma on sm_90a and
+# mma.sync on sm_80; both are checked)
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(
+    ["hadamard_shfl", "block_causal_fwd"], rounds.tir_of(P), "sm_80")
+
+
+# ---- what decides each result, in the generated source -----------------------------------------
+def test_mhc_pre_splits_the_block_into_two_thread_regions():
+    src = _body("mhc_pre_sinkhorn")
+    assert "cute.math.rsqrt(rms[0] / cutlass.Float32(2048.0) + cutlass.Float32(1e-06))" in src
+    warp0, rest = src.split("if tc_tid < 32:  # thread region: threads 0..31", 1)[1].split(
+        "if tc_tid >= 32:  # thread region: threads 32..95", 1)
+    # Sinkhorn: the row softmax, then three rounds of column then row normalisation; the
+    # column sums (dim=0) reach every thread of the warp, the warp syncs only itself
+    assert re.search(r"cm\[(\w+)\] = cute\.math\.exp\(cm\[\1\] - tc_red\d+\[0\]\)", warp0)
+    loop = warp0.split("in cutlass.range(0, 3):", 1)[1]
+    assert "cute.arch.barrier(barrier_id=2, number_of_threads=32)" in loop
+    assert "sync_threads" not in warp0
+    assert re.search(r"cm\[(\w+)\] = cm\[\1\] / \(tcr\.pick\(csum, \(\w+ \+ \1\), 4\) \+ "
+                     r"cutlass\.Float32\(0\.0001\)\)", loop)
+    assert re.search(r"cm\[(\w+)\] = cm\[\1\] / \(tc_red\d+\[0\] \+ cutlass\.Float32\(0\.0001\)\)", loop)
+    # the other 64 threads: pre weights in shared memory, the pipelined residual tiles synced
+    # among themselves, the weighted sum of the hc streams
+    assert "tc_wtid64 = tc_tid - 32" in rest
+    assert "cute.arch.barrier(barrier_id=3, number_of_threads=64)" in rest
+    assert "sync_threads" not in rest
+    assert re.search(r"ol\[(\w+)\] = ol\[\1\] \+ w \* xl\[h \* 4 \+ \1\]", rest)
+
+
+def test_mhc_gemm_runs_tf32_mma_and_keeps_the_padded_rows_out():
+    src = _body("mhc_gemm_sqrsum_tf32")
+    assert 'tcm.tiled_mma("mma", cutlass.TFloat32, cutlass.TFloat32, cutlass.Float32' in src
+    # fn's 24 rows fill 32: rows 24.. are zeros, the accumulator's columns 24.. never stored
+    assert "if i5 < 24:" in src and "cutlass.Float32(0)  # out of bounds" in src
+    assert re.search(r"if \((\w+) \+ (\w+)\) < 24:\s+if bt \* 64 \+ \w+ < tokens:", src)
+    # the 4 partial columns of the sum of squares, then a 2-lane reduction per row
+    assert re.search(r"part\[(\w+)\] = part\[\1\] \+ cutlass\.Float32\((\w+)\[\1\] \* \2\[\1\]\)", src)
+    assert re.search(r'tcr\.warp_allreduce\(\w+, "sum", 2\)', src)
+
+
+def test_hadamard_shuffles_across_lanes_then_across_warps():
+    src = _body("hadamard_shfl")
+    assert src.count("cute.arch.shuffle_sync(") == 2 and src.count("mask_and_clamp=31") == 2
+    assert re.search(r"low = tx\w* >> r\w* & 1 == 0", src)
+    assert re.search(r"cutlass\.select_\(low\w*, vals\[(\w+)\] \+ other\[\1\], other\[\1\] - vals\[\1\]\)", src)
+    assert "in cutlass.range(0, 5):" in src and "in cutlass.range(0, 2):" in src
+    assert "peer = (tx - tx // 4 * 4) * 32 + tx // 4" in src
+    assert "vals[a + half] = vals[a] - cutlass.Float32(2.0) * vals[a + half]" in src
+    assert src.count("cute.arch.sync_threads()") == 3  # transpose, reuse, transpose back
+
+
+def test_block_causal_masks_the_diagonal_tile_then_accumulates():
+    src = _body("block_causal_fwd")
+    assert "steps = cutlass.Int32(cutlass.select_(bx == 0, 1, bx + 1))" in src
+    assert "for k in cutlass.range(0, steps):" in src
+    diag = src.split("if diag:", 1)[1].split("else:", 1)[0]
+    assert re.search(r"i // 16 >= \(j \+ \w+\) // 16", diag)
+    assert "cutlass.Float32(0.0), cutlass.Float32(-1000000.0))" in diag
+    gemm = re.search(r"tcm\.gemm\(tc_mma0, [^\n]*", src).group(0)
+    assert "accumulate=False" not in gemm  # the scores add onto the mask
+
+
+def test_fp8_pooling_keeps_the_tail_out_of_the_mean():
+    src = _body("fp8_block_mean_pool")
+    assert "k1 = cutlass.min(k0 + 128, 1000)" in src
+    assert "if r0 + i2 < 1000:" in src  # the copy's rows past the tensor read zeros
+    assert re.search(r"if r0 \+ n_1_ >= k1:\s+rows\[[^\]]+\] = cutlass\.Float32\(0\.0\)", src)
+    assert re.search(r'acc\[(\w+)\] = tcr\.combine\(acc\[\1\], tc_rows\d+\[\1\], "sum"\)', src)  # clear=False
+    assert "cutlass.Float32(1.0) / cutlass.Float32(count)" in src
+    assert "cute.arch.fmax(amax[0] * cutlass.Float32(0.002232142857142857), cutlass.Float32(1e-10))" in src
+    assert "cutlass.Float8E4M3FN(acc[d_2_] / bs)" in src
+
+
+# ---- on the GPU --------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_mhc_pre_sinkhorn_on_gpu():
+    tok, hc, hidden, ns = 37, 4, 512, 4
+    pm = rounds.randn(ns, tok, hc * (2 + hc), scale=0.5)
+    sq = torch.rand(ns, tok, device="cuda") * 500 + 100
+    base = rounds.randn(hc * (2 + hc), scale=0.3)
+    res = rounds.randn(tok, hc, hidden, dtype=bf16)
+    post = torch.empty(tok, hc, device="cuda")
+    comb = torch.empty(tok, hc * hc, device="cuda")
+    li = torch.empty(tok, hidden, device="cuda", dtype=bf16)
+    P.mhc_pre_sinkhorn(pm, sq, base, res, post, comb, li)
+    rms = torch.rsqrt(sq.sum(0) / (hc * hidden) + 1e-6)
+    mixes = pm.sum(0) * rms[:, None]
+    rounds.close(post, torch.sigmoid(mixes[:, hc:2 * hc] + base[hc:2 * hc]) * 2.0, 1e-4)
+    cm = torch.softmax((mixes[:, 2 * hc:] + base[2 * hc:]).view(tok, hc, hc), dim=2) + 1e-4
+    for _ in range(3):
+        cm = cm / (cm.sum(1, keepdim=True) + 1e-4)
+        cm = cm / (cm.sum(2, keepdim=True) + 1e-4)
+    rounds.close(comb, cm.reshape(tok, hc * hc), 1e-4)
+    pre = torch.sigmoid(mixes[:, :hc] + base[:hc])
+    rounds.close(li, (pre[:, :, None] * res.float()).sum(1), 2e-2)
+
+
+@pytest.mark.gpu
+def test_mhc_gemm_sqrsum_tf32_on_gpu():
+    tok = 100
+    x = rounds.randn(tok, 1024, dtype=bf16)
+    fn = rounds.randn(24, 1024, scale=0.05)
+    out = torch.empty(tok, 24, device="cuda")
+    sq = torch.empty(tok, device="cuda")
+    P.mhc_gemm_sqrsum_tf32(x, fn, out, sq)
+    rounds.max_error_within(out, x.float() @ fn.T, 5e-3)  # tfloat32's 10-bit mantissa
+    rounds.close(sq, (x.float() ** 2).sum(1), 1e-4)
+
+
+@pytest.mark.gpu
+def test_hadamard_shfl_on_gpu():
+    H = torch.ones(1, 1, device="cuda")
+    while H.shape[0] < 1024:
+        H = torch.cat([torch.cat([H, H], 1), torch.cat([H, -H], 1)], 0)
+    A = rounds.randn(64, 1024)
+    B = P.hadamard_shfl()(A)
+    rounds.close(B, A @ H, 1e-3)
+
+
+@pytest.mark.gpu
+def test_block_causal_fwd_on_gpu():
+    b, h, s, d = 2, 4, 512, 64
+    Q, K, V = (rounds.randn(b, s, h, d, dtype=bf16) for _ in range(3))
+    O, lse = P.block_causal_fwd()(Q, K, V)
+    sc = torch.einsum("bshd,bthd->bhst", Q.float(), K.float()) * d ** -0.5
+    blk = torch.arange(s, device="cuda") // 16
+    sc = sc.masked_fill(blk[None, :] > blk[:, None], float("-inf"))
+    want = torch.einsum("bhst,bthd->bshd", torch.softmax(sc, -1), V.float())
+    rounds.close(O, want, 2e-2)
+    rounds.close(lse, torch.logsumexp(sc, -1) / 0.6931471805599453, 1e-3)
+
+
+@pytest.mark.gpu
+def test_fp8_block_mean_pool_on_gpu():
+    seq = 1000
+    K = rounds.randn(seq, 128, scale=50.0).to(f8)
+    ks = torch.rand(seq, device="cuda") + 0.5
+    PK, PS = P.fp8_block_mean_pool(K, ks)
+    want = torch.stack([(K[i:i + 128].float() * ks[i:i + 128, None]).mean(0)
+                        for i in range(0, seq, 128)])
+    bs = (want.abs().amax(1) / 448.0).clamp(min=1e-10)
+    rounds.close(PS, bs, 1e-5)
+    rounds.close(PK.float(), (want / bs[:, None]).to(f8).float(), 0.07)  # one e4m3 step
