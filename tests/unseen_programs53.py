@@ -4,7 +4,10 @@ TileLang), in the forms of TileLang's newest examples: the mHC pre block's fused
 ``if T.get_thread_binding() < 32`` into a warp that runs Sinkhorn normalisation on a (4, 4)
 fragment -- T.reduce_sum along dim 1 and dim 0 -- and the rest that mixes the hc residual
 streams under T.Pipelined with tiles allocated inside the loop); mHC's GEMM + sum of squares
-in tfloat32 (a bfloat16 fragment copied to a tfloat32 fragment as the GEMM's A operand); a
+in tfloat32 (a bfloat16 fragment copied to a tfloat32 fragment as the GEMM's A operand); the
+mHC post mix (a (hc, hc) fragment copied from a 3-d tensor by its start, read transposed in
+a serial loop inside T.Parallel); a Sinkhorn backward on (tile, n, n) fragments (eager with
+T.const n, T.reduce_sum along dim=-1 and dim=-2 into shared tiles inside a @T.macro); a
 fast Walsh-Hadamard transform (butterflies in registers, T.tvm_warp_shuffle in a @T.macro,
 a shared-memory transpose between warps with T.vectorized copies); a block-causal attention
 forward (diffusion-LM blocks smaller than the tile: the diagonal tile's mask written into the
@@ -212,8 +215,9 @@ def _allowed(i, j, blk, diag):
 def block_causal_fwd(batch=2, heads=4, seq_len=512, dim=64, blk=16, block=64, threads=128,
                      dtype=T.bfloat16):
     """O = softmax(Q K^T * dim^-0.5 + mask) V where query s sees key t iff t // blk <= s // blk;
-    LSE in base 2.  The key tiles 0 .. bx are visited (their count a T.if_then_else), the diagonal one masked by writing 0 / -1e6 into the scores before the
-    GEMM accumulates onto them."""
+    LSE in base 2.  The key tiles 0 .. bx are visited (their count a T.if_then_else), the
+    diagonal one masked by writing 0 / -1e6 into the scores before the GEMM accumulates
+    onto them."""
     scale = dim ** -0.5 * LOG2E
     neg = -1.0e6
     shape = [batch, seq_len, heads, dim]
@@ -317,3 +321,102 @@ def fp8_block_mean_pool(K, KScale, dim: int = 128, pool: int = 128, block_N: int
         PScale[bx] = bs
 
     return PK, PScale
+
+
+# ---- mHC post: each output stream a mix of the residual streams plus the layer output ---------------
+@tilelang.jit
+def mhc_post_mix(comb, resid, post, y, out, hc: int = 4, hidden: int = 768, threads: int = 128,
+                 h_blk: int = 512):
+    """out[t, o, :] = post[t, o] * y[t, :] + sum_i comb[t, i, o] * resid[t, i, :] (comb read
+    transposed): comb's (hc, hc) tile copied from a 3-d tensor into a 2-d fragment by its
+    start, the hidden dim in blocks of gcd(hidden, h_blk) under T.Pipelined."""
+    n = T.dynamic("tokens")
+    blk = math.gcd(hidden, h_blk)
+    comb: T.Tensor((n, hc, hc), T.float32)
+    resid: T.Tensor((n, hc, hidden), T.bfloat16)
+    post: T.Tensor((n, hc), T.float32)
+    y: T.Tensor((n, hidden), T.bfloat16)
+    out: T.Tensor((n, hc, hidden), T.bfloat16)
+
+    with T.Kernel(n, threads=threads) as t:
+        r_s = T.alloc_shared((hc, blk), T.bfloat16)
+        y_s = T.alloc_shared(blk, T.bfloat16)
+        o_s = T.alloc_shared((hc, blk), T.bfloat16)
+        r_l = T.alloc_fragment((hc, blk), T.float32)
+        y_l = T.alloc_fragment(blk, T.float32)
+        o_l = T.alloc_fragment((hc, blk), T.float32)
+        c_l = T.alloc_fragment((hc, hc), T.float32)
+        p_l = T.alloc_fragment(hc, T.float32)
+        T.copy(comb[t, 0, 0], c_l)
+        T.copy(post[t, 0], p_l)
+        for hb in T.Pipelined(T.ceildiv(hidden, blk), num_stages=2):
+            T.copy(resid[t, 0, hb * blk], r_s)
+            T.copy(y[t, hb * blk], y_s)
+            T.copy(r_s, r_l)
+            T.copy(y_s, y_l)
+            for o, c in T.Parallel(hc, blk):
+                o_l[o, c] = p_l[o] * y_l[c]
+                for i in T.serial(hc):
+                    o_l[o, c] += c_l[i, o] * r_l[i, c]
+            T.copy(o_l, o_s)
+            T.copy(o_s, out[t, 0, hb * blk])
+
+
+# ---- Sinkhorn backward: a fixed number of damped Richardson steps on [[I, R], [R^T, I]] -------------
+@T.macro
+def _apply_block(R, u, v, buf, au, av, tile, n):
+    """(au, av) = (u + R v, v + R^T u) per matrix of the tile: R v as the row sums (dim=-1)
+    of R * v[j], R^T u as the column sums (dim=-2) of R * u[i]."""
+    for b, i, j in T.Parallel(tile, n, n):
+        buf[b, i, j] = R[b, i, j] * v[b, j]
+    T.reduce_sum(buf, au, dim=-1)
+    for b, i, j in T.Parallel(tile, n, n):
+        buf[b, i, j] = R[b, i, j] * u[b, i]
+    T.reduce_sum(buf, av, dim=-2)
+    for b, i in T.Parallel(tile, n):
+        au[b, i] += u[b, i]
+        av[b, i] += v[b, i]
+
+
+@tilelang.jit
+def sinkhorn_bwd_richardson(out, dout, tile: int = 16, threads: int = 128, steps: int = 8,
+                            omega: float = 0.25):
+    """For each (n, n) Sinkhorn output R with gradient dR: b1 = rows of R * dR, b2 = its
+    columns; (x1, x2) from `steps` damped Richardson steps x += omega * (b - A x) from zero;
+    grad = R * (dR - x1[i] - x2[j])."""
+    seqlen = T.dynamic("seqlen")
+    n = T.const("n")
+    out: T.Tensor((seqlen, n, n), T.float32)
+    dout: T.Tensor((seqlen, n, n), T.float32)
+    grad = T.empty((seqlen, n, n), T.float32)
+
+    with T.Kernel(T.ceildiv(seqlen, tile), threads=threads) as bs:
+        R = T.alloc_fragment([tile, n, n], T.float32)
+        dR = T.alloc_fragment([tile, n, n], T.float32)
+        RdR = T.alloc_fragment([tile, n, n], T.float32)
+        g_s = T.alloc_shared([tile, n, n], T.float32)
+        buf = T.alloc_shared([tile, n, n], T.float32)
+        b1 = T.alloc_shared([tile, n], T.float32)
+        b2 = T.alloc_shared([tile, n], T.float32)
+        x1 = T.alloc_shared([tile, n], T.float32)
+        x2 = T.alloc_shared([tile, n], T.float32)
+        a1 = T.alloc_shared([tile, n], T.float32)
+        a2 = T.alloc_shared([tile, n], T.float32)
+        T.copy(out[bs * tile:(bs + 1) * tile, :, :], R)
+        T.copy(dout[bs * tile:(bs + 1) * tile, :, :], dR)
+        for b, i, j in T.Parallel(tile, n, n):
+            RdR[b, i, j] = R[b, i, j] * dR[b, i, j]
+        T.reduce_sum(RdR, b1, dim=-1)
+        T.reduce_sum(RdR, b2, dim=-2)
+        T.fill(x1, 0.0)
+        T.fill(x2, 0.0)
+        for _ in T.serial(steps):
+            _apply_block(R, x1, x2, buf, a1, a2, tile, n)
+            for b, i in T.Parallel(tile, n):
+                x1[b, i] += omega * (b1[b, i] - a1[b, i])
+                x2[b, i] += omega * (b2[b, i] - a2[b, i])
+        for b, i, j in T.Parallel(tile, n, n):
+            g_s[b, i, j] = R[b, i, j] * (dR[b, i, j] - x1[b, i] - x2[b, j])
+        T.copy(g_s, grad[bs * tile:(bs + 1) * tile, :, :])
+
+    return grad
