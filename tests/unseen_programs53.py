@@ -92,7 +92,7 @@ def mhc_pre_sinkhorn(partial_mix, partial_sq, hc_base, residual, post_mix, comb_
             for j in T.Parallel(hc):
                 pre_s[j] = T.sigmoid(mixes_s[j] + hc_base[j])
             for hb in T.Pipelined(hidden // hblk, num_stages=2):
-                xs = T.alloc_shared((hc, hblk), T.bfloat16)
+                xs = T.alloc_shared((hc, hblk), T.float32)  # bfloat16 -> float32 in the copy
                 xl = T.alloc_fragment((hc, hblk), T.float32)
                 T.copy(residual[t, 0, hb * hblk], xs)
                 T.copy(xs, xl)
