@@ -2,8 +2,9 @@
 pre block's fused tail (Sinkhorn on one warp, stream mixing on the others) and its tfloat32
 GEMM with row sums of squares, the mHC post mix, a Sinkhorn backward over (tile, n, n)
 fragments (T.reduce_sum along dim=-1 and dim=-2 into shared memory, in @T.macro), a fast
-Walsh-Hadamard transform by warp shuffles, a block-causal attention forward, and an fp8 block
-mean pooling.
+Walsh-Hadamard transform by warp shuffles, a block-causal attention forward and its
+block-diffusion (noisy | clean halves) form over packed sequences, and an fp8 block mean
+pooling.
 
 CPU: each builds to an sm_90a cubin (the two prim_func programs an sm_80 one too), and what
 decides its result is read in the generated source.  All built and read right
@@ -20,7 +21,7 @@ import unseen_programs53 as P
 
 bf16, f8 = torch.bfloat16, torch.float8_e4m3fn
 
-NAMES = ["block_causal_fwd", "fp8_block_mean_pool", "hadamard_shfl", "mhc_gemm_sqrsum_tf32",
+NAMES = ["block_causal_fwd", "dllm_varlen_fwd", "fp8_block_mean_pool", "hadamard_shfl", "mhc_gemm_sqrsum_tf32",
          "mhc_post_mix", "mhc_pre_sinkhorn", "sinkhorn_bwd_richardson"]
 
 # eager kernels are built from the arguments they are called with (CPU tensors give the shapes)
@@ -47,10 +48,10 @@ _body = rounds.body_of(_kernel)
 
 test_every_kernel_is_listed = rounds.every_kernel_is_listed(P, NAMES, imports=("tilelang", "T"))
 test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, _kernel)
-# hadamard_shfl has no Hopper-only form (block_causal_fwd's score GEMM is wgmma on sm_90a and
-# mma.sync on sm_80; both are checked)
+# the prim_func programs have no Hopper-only form (the attention GEMMs are wgmma on sm_90a and
+# mma.sync on sm_80; both are built)
 test_program_builds_an_sm80_cubin = rounds.builds_cubin(
-    ["hadamard_shfl", "block_causal_fwd"], rounds.tir_of(P), "sm_80")
+    ["hadamard_shfl", "block_causal_fwd", "dllm_varlen_fwd"], rounds.tir_of(P), "sm_80")
 
 
 # ---- what decides each result, in the generated source -----------------------------------------
@@ -107,6 +108,30 @@ def test_block_causal_masks_the_diagonal_tile_then_accumulates():
     assert "cutlass.Float32(0.0), cutlass.Float32(-1000000.0))" in diag
     gemm = re.search(r"tcm\.gemm\(tc_mma0, [^\n]*", src).group(0)
     assert "accumulate=False" not in gemm  # the scores add onto the mask
+
+
+def test_dllm_varlen_takes_each_key_tile_from_its_half():
+    src = _body("dllm_varlen_fwd")
+    assert "max_seqlen: cutlass.Int32" in src  # the scalar argument (it sizes the grid)
+    assert "n_tiles = (cu_seqlens[bz + 1] - start) // 2 // 64" in src and "if bx < 2 * n_tiles:" in src
+    assert "steps = cutlass.Int32(cutlass.select_(q_noisy, bx + 2, bx - n_tiles + 1))" in src
+    # the if / else at the `if`'s own indent (the copies' out-of-bounds branches are deeper)
+    indent, rest = re.search(r"\n( *)if noisy_diag != 0:\n(.*)", src, re.S).groups()
+    noisy, clean = rest.split(f"\n{indent}else:\n", 1)
+    clean = clean.split(f"\n{indent}if ", 1)[0]
+    assert "clean + k" not in noisy and "start + bx" not in clean
+    assert "K.iterator + cute.assume((start + bx * 64 + i7) * 128 + by * 64" in noisy
+    assert "V.iterator + cute.assume((start + bx * 64 + i9) * 128 + by * 64" in noisy
+    assert "K.iterator + cute.assume((clean + k * 64 + i11) * 128 + by * 64" in clean
+    assert "V.iterator + cute.assume((clean + k * 64 + i13) * 128 + by * 64" in clean
+    mask = src.split("if noisy_diag + cutlass.Int32(cutlass.select_(k == last_clean, 1, 0)) != 0:", 1)[1]
+    mask = mask.split("else:", 1)[0]
+    assert re.search(r"select_\(noisy_diag == 1, cutlass\.Int32\(cutlass\.select_\(i // 16 == \(j \+ (\w+)\) // 16, "
+                     r"1, 0\)\), cutlass\.Int32\(cutlass\.select_\(q_noisy, cutlass\.Int32\(cutlass\.select_\("
+                     r"i // 16 > \(j \+ \1\) // 16, 1, 0\)\), cutlass\.Int32\(cutlass\.select_\(i // 16 >= "
+                     r"\(j \+ \1\) // 16, 1, 0\)\)", mask)
+    assert "tct.store(O_desc, tc_smem + 24576, (0, by, start + bx * 64)" in src
+    assert "LSE[by, start + bx * 64 + i22] = l[" in src
 
 
 def test_fp8_pooling_keeps_the_tail_out_of_the_mean():
@@ -244,3 +269,23 @@ def test_sinkhorn_bwd_richardson_on_gpu():
         a2 = x2 + (R * x1[:, :, None]).sum(1)
         x1, x2 = x1 + 0.25 * (b1 - a1), x2 + 0.25 * (b2 - a2)
     rounds.close(got, R * (dR - x1[:, :, None] - x2[:, None, :]), 1e-4)
+
+
+@pytest.mark.gpu
+def test_dllm_varlen_fwd_on_gpu():
+    h, d, lens = 2, 64, [128, 384, 256]
+    cu = torch.tensor([0, 128, 512, 768], device="cuda", dtype=torch.int32)
+    Q, K, V = (rounds.randn(768, h, d, dtype=bf16) for _ in range(3))
+    O, lse = P.dllm_varlen_fwd()(Q, K, V, cu, max(lens))
+    for b, L in enumerate(lens):
+        a, half = int(cu[b]), L // 2
+        pos = torch.arange(L, device="cuda")
+        noisy, blk = pos < half, (pos % half) // 16
+        qn, kn = noisy[:, None], noisy[None, :]
+        qb, kb = blk[:, None], blk[None, :]
+        allowed = (qn & kn & (qb == kb)) | (qn & ~kn & (kb < qb)) | (~qn & ~kn & (kb <= qb))
+        sc = torch.einsum("shd,thd->hst", Q[a:a + L].float(), K[a:a + L].float()) * d ** -0.5
+        sc = sc.masked_fill(~allowed, float("-inf"))
+        want = torch.einsum("hst,thd->shd", torch.softmax(sc, -1), V[a:a + L].float())
+        rounds.close(O[a:a + L], want, 2e-2)
+        rounds.close(lse[:, a:a + L], torch.logsumexp(sc, -1) / 0.6931471805599453, 1e-3)

@@ -11,7 +11,11 @@ T.const n, T.reduce_sum along dim=-1 and dim=-2 into shared tiles inside a @T.ma
 fast Walsh-Hadamard transform (butterflies in registers, T.tvm_warp_shuffle in a @T.macro,
 a shared-memory transpose between warps with T.vectorized copies); a block-causal attention
 forward (diffusion-LM blocks smaller than the tile: the diagonal tile's mask written into the
-score fragment before the GEMM accumulates on it, the number of key tiles a T.if_then_else);
+score fragment before the GEMM accumulates on it, the number of key tiles a T.if_then_else)
+and its block-diffusion form over packed sequences (cu_seqlens, a scalar max_seqlen argument
+sizing the grid, the body under ``if bx < tiles``, each step's key / value tile copied from
+the noisy or the clean half by an if / else inside T.Pipelined, masks from nested
+T.if_then_else);
 and an fp8 block mean pooling (eager with T.const, T.empty outputs, nested T.parallel,
 T.reduce_sum(dim=0, clear=False) over a partial tail, T.reduce_absmax into a (1,) fragment).
 
@@ -420,3 +424,95 @@ def sinkhorn_bwd_richardson(out, dout, tile: int = 16, threads: int = 128, steps
         T.copy(g_s, grad[bs * tile:(bs + 1) * tile, :, :])
 
     return grad
+
+
+# ---- block-diffusion attention over packed sequences: noisy | clean halves --------------------------
+def _dllm_allowed(i, j, blk, noisy_diag, q_noisy):
+    """In a tile that needs a mask (tile-local rows i, columns j): on the noisy diagonal a
+    noisy query sees the noisy keys of its own block; on the clean boundary a noisy query sees
+    the clean blocks before its own, a clean query those up to its own."""
+    same = T.if_then_else(i // blk == j // blk, 1, 0)
+    earlier = T.if_then_else(q_noisy, T.if_then_else(i // blk > j // blk, 1, 0),
+                             T.if_then_else(i // blk >= j // blk, 1, 0))
+    return T.if_then_else(noisy_diag == 1, same, earlier)
+
+
+@tilelang.jit(out_idx=[5, 6])
+def dllm_varlen_fwd(batch=3, heads=2, dim=64, blk=16, block=64, threads=128):
+    """Sequence b is tokens cu_seqlens[b] .. cu_seqlens[b + 1]: a noisy half then a clean half,
+    each a whole number of tiles.  A noisy query of block q attends the clean blocks < q and
+    the noisy block q; a clean query the clean blocks <= q.  The grid is sized by the scalar
+    argument max_seqlen; a tile past its sequence does nothing.  The key tile each step comes
+    from the clean half, or (a noisy query tile's last step) its own noisy tile.  O and the
+    base-2 LSE (per head, per packed token)."""
+    tokens = T.dynamic("total_tokens")
+    shape = [tokens, heads, dim]
+    scale = dim ** -0.5 * LOG2E
+    neg = -1.0e6
+
+    @T.prim_func
+    def main(Q: T.Tensor(shape, T.bfloat16), K: T.Tensor(shape, T.bfloat16),
+             V: T.Tensor(shape, T.bfloat16), cu_seqlens: T.Tensor([batch + 1], T.int32),
+             max_seqlen: T.int32, O: T.Tensor(shape, T.bfloat16),
+             LSE: T.Tensor([heads, tokens], T.float32)):
+        with T.Kernel(T.ceildiv(max_seqlen, block), heads, batch, threads=threads) as (bx, by, bz):
+            Qs = T.alloc_shared([block, dim], T.bfloat16)
+            Ks = T.alloc_shared([block, dim], T.bfloat16)
+            Vs = T.alloc_shared([block, dim], T.bfloat16)
+            Os = T.alloc_shared([block, dim], T.bfloat16)
+            s = T.alloc_fragment([block, block], T.float32)
+            p = T.alloc_fragment([block, block], T.bfloat16)
+            acc = T.alloc_fragment([block, dim], T.float32)
+            m = T.alloc_fragment([block], T.float32)
+            m_prev = T.alloc_fragment([block], T.float32)
+            sc = T.alloc_fragment([block], T.float32)
+            ssum = T.alloc_fragment([block], T.float32)
+            l = T.alloc_fragment([block], T.float32)
+            start = cu_seqlens[bz]
+            n_tiles = (cu_seqlens[bz + 1] - start) // 2 // block
+            clean = start + n_tiles * block
+            q_noisy = bx < n_tiles
+            if bx < 2 * n_tiles:
+                T.copy(Q[start + bx * block:start + (bx + 1) * block, by, :], Qs)
+                T.fill(acc, 0)
+                T.fill(l, 0)
+                T.fill(m, neg)
+                last_clean = T.if_then_else(q_noisy, bx, bx - n_tiles)
+                steps = T.if_then_else(q_noisy, bx + 2, bx - n_tiles + 1)
+                for k in T.Pipelined(steps, num_stages=1):
+                    noisy_diag = T.if_then_else(k > last_clean, 1, 0)
+                    if noisy_diag != 0:
+                        T.copy(K[start + bx * block:start + (bx + 1) * block, by, :], Ks)
+                        T.copy(V[start + bx * block:start + (bx + 1) * block, by, :], Vs)
+                    else:
+                        T.copy(K[clean + k * block:clean + (k + 1) * block, by, :], Ks)
+                        T.copy(V[clean + k * block:clean + (k + 1) * block, by, :], Vs)
+                    if noisy_diag + T.if_then_else(k == last_clean, 1, 0) != 0:
+                        for i, j in T.Parallel(block, block):
+                            s[i, j] = T.if_then_else(
+                                _dllm_allowed(i, j, blk, noisy_diag, q_noisy) > 0, 0, neg)
+                    else:
+                        T.clear(s)
+                    T.gemm(Qs, Ks, s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                    T.copy(m, m_prev)
+                    T.reduce_max(s, m, dim=1, clear=False)
+                    for i in T.Parallel(block):
+                        sc[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+                    for i, j in T.Parallel(block, block):
+                        s[i, j] = T.exp2(s[i, j] * scale - m[i] * scale)
+                    T.reduce_sum(s, ssum, dim=1)
+                    for i in T.Parallel(block):
+                        l[i] = l[i] * sc[i] + ssum[i]
+                    for i, j in T.Parallel(block, dim):
+                        acc[i, j] *= sc[i]
+                    T.copy(s, p)
+                    T.gemm(p, Vs, acc, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(block, dim):
+                    acc[i, j] /= l[i] + 1e-30
+                T.copy(acc, Os)
+                T.copy(Os, O[start + bx * block:start + (bx + 1) * block, by, :])
+                for i in T.Parallel(block):
+                    l[i] = T.log2(l[i] + 1e-30) + m[i] * scale
+                T.copy(l, LSE[by, start + bx * block:start + (bx + 1) * block])
+
+    return main
