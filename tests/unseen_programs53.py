@@ -209,6 +209,25 @@ def hadamard_shfl(rows=64, n=1024, threads=128, scale=1.0):
 
 
 # ---- block-causal attention (diffusion-LM blocks inside a tile) --------------------------------------
+@T.macro
+def _online_softmax_pv(s, p, m, m_prev, sc, ssum, l, acc, Vs, scale, block, dim):
+    """One key tile of the online softmax: m takes the tile's row maxima (on top of what the
+    caller left in it), the scores become exp2 of their distance to m, the running sum l and
+    the output acc are rescaled by exp2(m_prev - m), and acc += P @ V."""
+    T.reduce_max(s, m, dim=1, clear=False)
+    for i in T.Parallel(block):
+        sc[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+    for i, j in T.Parallel(block, block):
+        s[i, j] = T.exp2(s[i, j] * scale - m[i] * scale)
+    T.reduce_sum(s, ssum, dim=1)
+    for i in T.Parallel(block):
+        l[i] = l[i] * sc[i] + ssum[i]
+    for i, j in T.Parallel(block, dim):
+        acc[i, j] *= sc[i]
+    T.copy(s, p)
+    T.gemm(p, Vs, acc, policy=T.GemmWarpPolicy.FullRow)
+
+
 def _allowed(i, j, blk, diag):
     """Inside the diagonal tile, query row i sees key column j when j's block is not after
     i's; every earlier tile is seen whole."""
@@ -258,19 +277,8 @@ def block_causal_fwd(batch=2, heads=4, seq_len=512, dim=64, blk=16, block=64, th
                 T.gemm(Qs, Ks, s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                 T.copy(m, m_prev)
                 T.fill(m, neg)
-                T.reduce_max(s, m, dim=1, clear=False)
-                for i in T.Parallel(block):
-                    sc[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
-                for i, j in T.Parallel(block, block):
-                    s[i, j] = T.exp2(s[i, j] * scale - m[i] * scale)
-                T.reduce_sum(s, ssum, dim=1)
-                for i in T.Parallel(block):
-                    l[i] = l[i] * sc[i] + ssum[i]
-                for i, j in T.Parallel(block, dim):
-                    acc[i, j] *= sc[i]
-                T.copy(s, p)
                 T.copy(V[bz, k * block:(k + 1) * block, by, :], Vs)
-                T.gemm(p, Vs, acc, policy=T.GemmWarpPolicy.FullRow)
+                _online_softmax_pv(s, p, m, m_prev, sc, ssum, l, acc, Vs, scale, block, dim)
             for i, j in T.Parallel(block, dim):
                 acc[i, j] /= l[i]
             T.copy(acc, Os)
@@ -495,18 +503,7 @@ def dllm_varlen_fwd(batch=3, heads=2, dim=64, blk=16, block=64, threads=128):
                         T.clear(s)
                     T.gemm(Qs, Ks, s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                     T.copy(m, m_prev)
-                    T.reduce_max(s, m, dim=1, clear=False)
-                    for i in T.Parallel(block):
-                        sc[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
-                    for i, j in T.Parallel(block, block):
-                        s[i, j] = T.exp2(s[i, j] * scale - m[i] * scale)
-                    T.reduce_sum(s, ssum, dim=1)
-                    for i in T.Parallel(block):
-                        l[i] = l[i] * sc[i] + ssum[i]
-                    for i, j in T.Parallel(block, dim):
-                        acc[i, j] *= sc[i]
-                    T.copy(s, p)
-                    T.gemm(p, Vs, acc, policy=T.GemmWarpPolicy.FullRow)
+                    _online_softmax_pv(s, p, m, m_prev, sc, ssum, l, acc, Vs, scale, block, dim)
                 for i, j in T.Parallel(block, dim):
                     acc[i, j] /= l[i] + 1e-30
                 T.copy(acc, Os)
