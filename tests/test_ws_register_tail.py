@@ -44,8 +44,15 @@ def test_register_tail_gets_a_producer():
     assert "tct.arrive(" in src
 
 
-def test_a_tail_touching_memory_keeps_one_role():
-    src = tilecute.compile(promoted_fp8_gemm(tail="global"), target="sm_90a").get_kernel_source()
+def test_a_tail_storing_to_global_gets_a_producer_unless_the_option_says():
+    """A store to a global tensor after the GEMM is compute work the producer never reads:
+    the loop gets the producer too (helper CG's rule, attention backward's dQ), and option
+    ``disable_warp_specialize_tail`` keeps the one-role loop (register work alone)."""
+    func = promoted_fp8_gemm(tail="global")
+    src = tilecute.compile(func, target="sm_90a").get_kernel_source()
+    assert "block=[256, 1, 1]" in src and "tct.arrive(" in src
+    src = tilecute.compile(func, target="sm_90a",
+                           options={"disable_warp_specialize_tail": True}).get_kernel_source()
     assert "block=[128, 1, 1]" in src
 
 
