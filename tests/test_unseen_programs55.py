@@ -1,0 +1,169 @@
+"""The fifty-fifth set of programs in TileLang's idioms (tests/unseen_programs55.py): ROI-align
+over a box list, average pooling with ceil_mode, an NCHW -> NHWC transpose through shared
+memory, GroupNorm fused with SiLU, a depthwise NHWC convolution with stride 2, and a transposed
+convolution as an implicit GEMM over negative floor-divided offsets.
+
+CPU: each builds to an sm_90a cubin and an sm_80 one, and what decides its result is read in
+the generated source.  All built and read right as first written.
+GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs55.py``)."""
+
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import rounds
+import unseen_programs55 as P
+
+f16, bf16 = torch.float16, torch.bfloat16
+
+NAMES = ["avgpool2d_ceil_mode", "conv_transpose2d_implicit_gemm", "depthwise_conv2d_nhwc_s2",
+         "groupnorm_silu_nchw", "nchw_to_nhwc_shared", "roi_align_nhwc"]
+
+_arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
+
+test_every_program_is_listed = rounds.every_public_program_is_listed(P, NAMES)
+test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, lambda n: getattr(P, n)())
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(NAMES, rounds.tir_of(P), "sm_80")
+
+
+def _body(name):
+    return rounds.kernel_body(getattr(P, name)())
+
+
+# ---- what decides each result, in the generated source -----------------------------------------
+def test_roi_align_samples_floor_their_taps_and_average_all_four():
+    src = _body("roi_align_nhwc")
+    # a sample outside [-1, H] x [-1, W] adds nothing; inside, it is clamped to 0 and floored
+    assert ("if y[0] >= cutlass.Float32(-1.0) and y[0] <= cutlass.Float32(24.0) and "
+            "x[0] >= cutlass.Float32(-1.0) and x[0] <= cutlass.Float32(31.0):") in src
+    assert "y0 = cutlass.min(cutlass.Int32(cute.math.floor(y[0])), 23)" in src
+    assert "ly = cutlass.select_(y0 >= 23, cutlass.Float32(0.0), y[0] - cutlass.Float32(y0))" in src
+    # aligned=True: half a pixel off both corners; the mean divides by sr*sr, skipped samples too
+    assert "x1 = rois[r, 1] * cutlass.Float32(0.25) - cutlass.Float32(0.5)" in src
+    assert "acc[tc_lane16] / cutlass.Float32(4.0)" in src
+
+
+def test_avgpool_ceil_mode_adds_a_window_and_divides_by_the_padded_one():
+    src = _body("avgpool2d_ceil_mode")
+    assert "cute.make_layout((2, 6, 10, 11,)" in src  # ceil_mode: 10 x 11, not floor's 9 x 10
+    assert "h1 = cutlass.min(h0 + 3, 19)" in src and "w1 = cutlass.min(w0 + 3, 21)" in src
+    assert "div = (h1 - h0) * (w1 - w0)" in src
+    assert "if ih >= 0 and ih < 18 and iw >= 0 and iw < 20:" in src
+    assert "cutlass.Float16(s[0] / cutlass.Float32(div))" in src
+
+
+def test_nchw_to_nhwc_reads_and_writes_one_swizzle_with_partial_tiles():
+    src = _body("nchw_to_nhwc_shared")
+    w = re.search(r"tile\[i1 \* 64 \+ \(\(i2 \+ tc_lane\d+\) \^ \(i1 & 31\)\)\] = tc_vec\d+\[", src)
+    assert w, "the vector path stores rows into the swizzled tile"
+    assert "if by * 32 + i1 < 72 and bx * 64 + (i2 + 7) < 200:" in src  # whole vector inside, else per element
+    assert "cute.arch.sync_threads()" in src
+    assert ("if bx * 64 + p < 200 and by * 32 + c < 72:\n"
+            "            Y[n, bx * 64 + p, by * 32 + c] = tile[c * 64 + (p ^ (c & 31))]") in src
+
+
+def test_groupnorm_silu_masks_the_tail_and_reduces_both_sums():
+    src = _body("groupnorm_silu_nchw")
+    assert src.count("tcr.warp_allreduce(") == 2 and src.count("tcr.grouped_rows(") == 2
+    assert re.search(r"v = cutlass\.select_\(k \* 64 \+ \(p \+ tc_lane\d+\) < 100, ", src)
+    assert "mean = t1[0] / cutlass.Float32(800.0)" in src
+    assert "rstd = cute.math.rsqrt(t2[0] / cutlass.Float32(800.0) - mean * mean + cutlass.Float32(1e-05))" in src
+    assert "v_1_ / (cutlass.Float32(1.0) + cute.math.exp(v_1_ * cutlass.Float32(-1.0)))" in src
+
+
+def test_depthwise_stride2_taps_and_bias():
+    src = _body("depthwise_conv2d_nhwc_s2")
+    assert "cute.make_layout((2, 14, 15, 96,)" in src
+    assert "ih = oh * 2 - 1 + kh" in src and "iw = (bx * 4 + j_1_) * 2 - 1 + kw" in src
+    assert "if ih >= 0 and ih < 27 and iw >= 0 and iw < 30:" in src
+    assert re.search(r"acc\[tc_lane\d+\] = cutlass\.Float32\(tc_vec\d+\[tc_lane\d+\]\)", src)  # bias first
+    assert re.search(r"if bx \* 4 \+ j_2_ < 15:\s+Y\[n, oh, bx \* 4 \+ j_2_,", src)
+
+
+def test_conv_transpose_divides_negative_offsets_by_floor():
+    src = _body("conv_transpose2d_implicit_gemm")
+    assert "th = oh + 1 - kk // 128" in src
+    # th is negative near the top edge: floor modulo, never C's % (which would say -1 % 2 == -1)
+    assert "th - th // 2 * 2 == 0" in src and "tw - tw // 2 * 2 == 0" in src
+    assert "th % 2" not in src and "tw % 2" not in src
+    assert "ih = th // 2" in src and "ih >= 0" in src
+    assert 'tcm.tiled_mma("wgmma"' in src
+
+
+# ---- on a GPU, against torch -------------------------------------------------------------------
+def _roi_align_reference(x, rois, PH, PW, scale, sr):
+    """torchvision's roi_align(aligned=True) on NHWC float32, on the CPU."""
+    x, rois = x.cpu(), rois.cpu()
+    N, H, W, C = x.shape
+    out = torch.zeros(rois.shape[0], PH, PW, C)
+    for r, (b, *box) in enumerate(rois.tolist()):
+        x1, y1, x2, y2 = (v * scale - 0.5 for v in box)
+        bw, bh = (x2 - x1) / PW, (y2 - y1) / PH
+        for ph in range(PH):
+            for pw in range(PW):
+                for iy in range(sr):
+                    for ix in range(sr):
+                        y = y1 + ph * bh + (iy + 0.5) * bh / sr
+                        xx = x1 + pw * bw + (ix + 0.5) * bw / sr
+                        if y < -1.0 or y > H or xx < -1.0 or xx > W:
+                            continue
+                        y, xx = max(y, 0.0), max(xx, 0.0)
+                        y0, x0 = min(int(y), H - 1), min(int(xx), W - 1)
+                        ly = 0.0 if y0 >= H - 1 else y - y0
+                        lx = 0.0 if x0 >= W - 1 else xx - x0
+                        y_1, x_1 = min(y0 + 1, H - 1), min(x0 + 1, W - 1)
+                        img = x[int(b)]
+                        out[r, ph, pw] += ((1 - ly) * (1 - lx) * img[y0, x0] + (1 - ly) * lx * img[y0, x_1]
+                                           + ly * (1 - lx) * img[y_1, x0] + ly * lx * img[y_1, x_1])
+        out[r] /= sr * sr
+    return out
+
+
+@pytest.mark.gpu
+def test_roi_align_nhwc_on_gpu():
+    torch.manual_seed(0)
+    x = torch.randn(2, 24, 31, 64, device="cuda")
+    # image coordinates (features at 1/4): boxes inside, across the right / bottom edge, tiny, off the top-left
+    rois = torch.tensor([[0, 8.0, 4.0, 60.0, 50.0], [1, 90.0, 70.0, 130.0, 100.0], [0, 20.0, 20.0, 22.0, 23.0],
+                         [1, -10.0, -6.0, 30.0, 12.0], [0, 0.0, 0.0, 123.0, 95.0]], device="cuda")
+    got = P.roi_align_nhwc()(x, rois)
+    torch.testing.assert_close(got.cpu(), _roi_align_reference(x, rois, 7, 7, 0.25, 2), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_avgpool2d_ceil_mode_on_gpu():
+    x = rounds.randn(2, 6, 18, 20, dtype=f16)
+    want = F.avg_pool2d(x.float(), 3, 2, 1, ceil_mode=True, count_include_pad=True)
+    rounds.close(P.avgpool2d_ceil_mode()(x), want, 2e-3)
+
+
+@pytest.mark.gpu
+def test_nchw_to_nhwc_shared_on_gpu():
+    x = rounds.randn(3, 72, 200, dtype=bf16)
+    rounds.exact(P.nchw_to_nhwc_shared()(x), x.permute(0, 2, 1).contiguous())
+
+
+@pytest.mark.gpu
+def test_groupnorm_silu_nchw_on_gpu():
+    x = rounds.randn(2, 64, 100, dtype=f16)
+    gamma, beta = rounds.randn(64), rounds.randn(64)
+    want = F.silu(F.group_norm(x.float(), 8, gamma, beta, 1e-5))
+    rounds.close(P.groupnorm_silu_nchw()(x, gamma, beta), want, 1e-2)
+
+
+@pytest.mark.gpu
+def test_depthwise_conv2d_nhwc_s2_on_gpu():
+    x, w, b = rounds.randn(2, 27, 30, 96, dtype=f16), rounds.randn(3, 3, 96, dtype=f16), rounds.randn(96, dtype=f16)
+    want = F.conv2d(x.permute(0, 3, 1, 2).float(), w.permute(2, 0, 1).unsqueeze(1).float(), b.float(),
+                    stride=2, padding=1, groups=96).permute(0, 2, 3, 1)
+    rounds.close(P.depthwise_conv2d_nhwc_s2()(x, w, b), want, 1e-2)
+
+
+@pytest.mark.gpu
+def test_conv_transpose2d_implicit_gemm_on_gpu():
+    x, w = rounds.randn(2, 9, 11, 32, dtype=f16), rounds.randn(4 * 4 * 32, 64, dtype=f16, scale=0.1)
+    want = F.conv_transpose2d(x.permute(0, 3, 1, 2).float(), w.view(4, 4, 32, 64).permute(2, 3, 0, 1).float(),
+                              stride=2, padding=1).permute(0, 2, 3, 1)
+    rounds.close(P.conv_transpose2d_implicit_gemm()(x, w), want, 2e-2)

@@ -1,0 +1,228 @@
+"""A fifty-fifth set of programs in TileLang's idioms (written for tilecute, not taken from
+TileLang): vision and convolution kernels -- ROI-align over a box list (torchvision's
+aligned=True sampling, two samples a side, bilinear taps by T.floor), average pooling with
+ceil_mode and padding counted (PyTorch's divisor from the padded window), an NCHW -> NHWC
+transpose staged through shared memory with partial tiles, GroupNorm fused with SiLU (block
+sums in a fragment, T.reduce_sum), a depthwise NHWC convolution with stride 2 and padding,
+and a transposed convolution as an implicit GEMM whose gather divides and takes remainders of
+negative offsets (TileLang's floor division / floor modulo).
+
+The file reads as TileLang after swapping its two import lines (``import tilelang`` /
+``import tilelang.language as T``); ``tests/test_unseen_programs55.py`` builds each to a cubin
+on the CPU, checks what decides the result in the generated source, and on a GPU compares it
+with torch."""
+
+import tilecute as tilelang
+import tilecute.language as T
+
+
+@tilelang.jit(out_idx=[2])
+def roi_align_nhwc(N=2, H=24, W=31, C=64, R=5, PH=7, PW=7, scale=0.25, sr=2):
+    """torchvision's roi_align(aligned=True, sampling_ratio=sr) on NHWC features: a block per
+    (roi, output cell), a thread per channel; each of the sr*sr samples of a bin is a bilinear
+    tap (out-of-image samples count as zero but are counted in the mean)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((N, H, W, C), T.float32), rois: T.Tensor((R, 5), T.float32),
+             Y: T.Tensor((R, PH, PW, C), T.float32)):
+        with T.Kernel(PH * PW, R, threads=C) as (cell, r):
+            acc = T.alloc_fragment((C,), T.float32)
+            T.clear(acc)
+            b = T.cast(rois[r, 0], T.int32)
+            x1 = rois[r, 1] * scale - 0.5
+            y1 = rois[r, 2] * scale - 0.5
+            bin_w = (rois[r, 3] * scale - 0.5 - x1) / PW
+            bin_h = (rois[r, 4] * scale - 0.5 - y1) / PH
+            ph = cell // PW
+            pw = cell % PW
+            for iy, ix in T.grid(sr, sr):
+                y = T.alloc_var(T.float32)
+                x = T.alloc_var(T.float32)
+                y = y1 + ph * bin_h + (iy + 0.5) * bin_h / sr
+                x = x1 + pw * bin_w + (ix + 0.5) * bin_w / sr
+                if y >= -1.0 and y <= H and x >= -1.0 and x <= W:
+                    y = T.max(y, 0.0)
+                    x = T.max(x, 0.0)
+                    y0 = T.min(T.cast(T.floor(y), T.int32), H - 1)
+                    x0 = T.min(T.cast(T.floor(x), T.int32), W - 1)
+                    y_1 = T.min(y0 + 1, H - 1)
+                    x_1 = T.min(x0 + 1, W - 1)
+                    ly = T.if_then_else(y0 >= H - 1, 0.0, y - y0)
+                    lx = T.if_then_else(x0 >= W - 1, 0.0, x - x0)
+                    for c in T.Parallel(C):
+                        acc[c] += ((1 - ly) * (1 - lx) * X[b, y0, x0, c] + (1 - ly) * lx * X[b, y0, x_1, c]
+                                   + ly * (1 - lx) * X[b, y_1, x0, c] + ly * lx * X[b, y_1, x_1, c])
+            for c in T.Parallel(C):
+                Y[r, ph, pw, c] = acc[c] / (sr * sr)
+
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def avgpool2d_ceil_mode(N=2, C=6, H=18, W=20, KS=3, stride=2, pad=1, block=128):
+    """nn.AvgPool2d(KS, stride, pad, ceil_mode=True, count_include_pad=True) on NCHW: the last
+    window may start in the right padding only if it starts inside the input (PyTorch's rule),
+    and the divisor is the window clipped to the padded input, not to the input."""
+    OH = -(-(H + 2 * pad - KS) // stride) + 1
+    OW = -(-(W + 2 * pad - KS) // stride) + 1
+    if (OH - 1) * stride >= H + pad:
+        OH -= 1
+    if (OW - 1) * stride >= W + pad:
+        OW -= 1
+    total = N * C * OH * OW
+
+    @T.prim_func
+    def main(X: T.Tensor((N, C, H, W), T.float16), Y: T.Tensor((N, C, OH, OW), T.float16)):
+        with T.Kernel(T.ceildiv(total, block), threads=block) as bx:
+            for t in T.Parallel(block):
+                idx = bx * block + t
+                if idx < total:
+                    ow = idx % OW
+                    oh = idx // OW % OH
+                    nc = idx // (OW * OH)
+                    h0 = oh * stride - pad
+                    w0 = ow * stride - pad
+                    h1 = T.min(h0 + KS, H + pad)
+                    w1 = T.min(w0 + KS, W + pad)
+                    div = (h1 - h0) * (w1 - w0)
+                    s = T.alloc_var(T.float32)
+                    s = 0.0
+                    for kh, kw in T.grid(KS, KS):
+                        ih = h0 + kh
+                        iw = w0 + kw
+                        if ih >= 0 and ih < H and iw >= 0 and iw < W:
+                            s += T.cast(X[nc // C, nc % C, ih, iw], T.float32)
+                    Y[nc // C, nc % C, oh, ow] = T.cast(s / T.cast(div, T.float32), T.float16)
+
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def nchw_to_nhwc_shared(N=3, C=72, HW=200, bc=32, bp=64, threads=128):
+    """NCHW (spatial flattened) -> NHWC: a (bc, bp) tile read along HW into shared memory by
+    T.copy (partial tiles at both edges), written out along C from the transposed view."""
+
+    @T.prim_func
+    def main(X: T.Tensor((N, C, HW), T.bfloat16), Y: T.Tensor((N, HW, C), T.bfloat16)):
+        with T.Kernel(T.ceildiv(HW, bp), T.ceildiv(C, bc), N, threads=threads) as (bx, by, n):
+            tile = T.alloc_shared((bc, bp), T.bfloat16)
+            T.copy(X[n, by * bc, bx * bp], tile)
+            for p, c in T.Parallel(bp, bc):
+                if bx * bp + p < HW and by * bc + c < C:
+                    Y[n, bx * bp + p, by * bc + c] = tile[c, p]
+
+    return main
+
+
+@tilelang.jit(out_idx=[3])
+def groupnorm_silu_nchw(N=2, C=64, HW=100, G=8, bp=64, threads=128, eps=1e-5):
+    """GroupNorm(G, C) then SiLU on NCHW (spatial flattened): a block per (sample, group); sums
+    and sums of squares of the group's Cg x HW values accumulate in a (Cg, bp) fragment over
+    HW chunks (the last one masked), T.reduce_sum twice; then normalise, scale/shift per
+    channel, x * sigmoid(x)."""
+    Cg = C // G
+    cnt = Cg * HW
+
+    @T.prim_func
+    def main(X: T.Tensor((N, C, HW), T.float16), gamma: T.Tensor((C,), T.float32),
+             beta: T.Tensor((C,), T.float32), Y: T.Tensor((N, C, HW), T.float16)):
+        with T.Kernel(G, N, threads=threads) as (g, n):
+            s1 = T.alloc_fragment((Cg, bp), T.float32)
+            s2 = T.alloc_fragment((Cg, bp), T.float32)
+            r1 = T.alloc_fragment((Cg,), T.float32)
+            r2 = T.alloc_fragment((Cg,), T.float32)
+            t1 = T.alloc_fragment((1,), T.float32)
+            t2 = T.alloc_fragment((1,), T.float32)
+            T.clear(s1)
+            T.clear(s2)
+            for k in T.serial(T.ceildiv(HW, bp)):
+                for c, p in T.Parallel(Cg, bp):
+                    v = T.if_then_else(k * bp + p < HW, T.cast(X[n, g * Cg + c, k * bp + p], T.float32), 0.0)
+                    s1[c, p] += v
+                    s2[c, p] += v * v
+            T.reduce_sum(s1, r1, dim=1)
+            T.reduce_sum(s2, r2, dim=1)
+            T.reduce_sum(r1, t1, dim=0)
+            T.reduce_sum(r2, t2, dim=0)
+            mean = t1[0] / cnt
+            rstd = T.rsqrt(t2[0] / cnt - mean * mean + eps)
+            for k in T.serial(T.ceildiv(HW, bp)):
+                for c, p in T.Parallel(Cg, bp):
+                    if k * bp + p < HW:
+                        ch = g * Cg + c
+                        v = (T.cast(X[n, ch, k * bp + p], T.float32) - mean) * rstd * gamma[ch] + beta[ch]
+                        Y[n, ch, k * bp + p] = T.cast(v / (1.0 + T.exp(-v)), T.float16)
+
+    return main
+
+
+@tilelang.jit(out_idx=[3])
+def depthwise_conv2d_nhwc_s2(N=2, H=27, W=30, C=96, KS=3, stride=2, pad=1, bw=4, threads=128):
+    """Depthwise NHWC convolution, stride 2, zero padding, plus a bias: a block per (output
+    row, bw output columns), the (bw, C) outputs a T.Parallel over a fragment, the taps a
+    T.serial grid with a bounds test per tap."""
+    OH = (H + 2 * pad - KS) // stride + 1
+    OW = (W + 2 * pad - KS) // stride + 1
+
+    @T.prim_func
+    def main(X: T.Tensor((N, H, W, C), T.float16), Wt: T.Tensor((KS, KS, C), T.float16),
+             bias: T.Tensor((C,), T.float16), Y: T.Tensor((N, OH, OW, C), T.float16)):
+        with T.Kernel(T.ceildiv(OW, bw), OH, N, threads=threads) as (bx, oh, n):
+            acc = T.alloc_fragment((bw, C), T.float32)
+            for j, c in T.Parallel(bw, C):
+                acc[j, c] = T.cast(bias[c], T.float32)
+            for kh, kw in T.grid(KS, KS):
+                for j, c in T.Parallel(bw, C):
+                    ih = oh * stride - pad + kh
+                    iw = (bx * bw + j) * stride - pad + kw
+                    if ih >= 0 and ih < H and iw >= 0 and iw < W:
+                        acc[j, c] += T.cast(X[n, ih, iw, c], T.float32) * T.cast(Wt[kh, kw, c], T.float32)
+            for j, c in T.Parallel(bw, C):
+                if bx * bw + j < OW:
+                    Y[n, oh, bx * bw + j, c] = T.cast(acc[j, c], T.float16)
+
+    return main
+
+
+@tilelang.jit(out_idx=[2])
+def conv_transpose2d_implicit_gemm(N=2, H=9, W=11, C=32, F=64, KS=4, stride=2, pad=1,
+                                   bm=64, bn=64, bk=32):
+    """ConvTranspose2d (NHWC, weight (KS, KS, C, F) tap-major) as an implicit GEMM over output
+    pixels: the A tile gathers X[n, (oh + pad - kh) / stride, ...] where the offset divides by
+    the stride; the offset is negative near the top / left edge, so the test relies on
+    TileLang's floor division and floor modulo (``//`` and ``%`` on PrimExprs)."""
+    OH = (H - 1) * stride - 2 * pad + KS
+    OW = (W - 1) * stride - 2 * pad + KS
+    P = N * OH * OW
+    Kdim = KS * KS * C
+
+    @T.prim_func
+    def main(X: T.Tensor((N, H, W, C), T.float16), Wt: T.Tensor((Kdim, F), T.float16),
+             Y: T.Tensor((N, OH, OW, F), T.float16)):
+        with T.Kernel(T.ceildiv(F, bn), T.ceildiv(P, bm), threads=128) as (bx, by):
+            a_s = T.alloc_shared((bm, bk), T.float16)
+            b_s = T.alloc_shared((bk, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(Kdim, bk), num_stages=2):
+                for i, j in T.Parallel(bm, bk):
+                    p = by * bm + i
+                    kk = k * bk + j
+                    n = p // (OH * OW)
+                    oh = p % (OH * OW) // OW
+                    ow = p % OW
+                    th = oh + pad - kk // (KS * C)
+                    tw = ow + pad - kk // C % KS
+                    ih = th // stride
+                    iw = tw // stride
+                    ok = (p < P and th % stride == 0 and tw % stride == 0 and ih >= 0 and ih < H
+                          and iw >= 0 and iw < W)
+                    a_s[i, j] = T.if_then_else(ok, X[n, ih, iw, kk % C], T.float16(0))
+                T.copy(Wt[k * bk, bx * bn], b_s)
+                T.gemm(a_s, b_s, acc)
+            for i, j in T.Parallel(bm, bn):
+                p = by * bm + i
+                if p < P:
+                    Y[p // (OH * OW), p % (OH * OW) // OW, p % OW, bx * bn + j] = acc[i, j]
+
+    return main
