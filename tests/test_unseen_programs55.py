@@ -1,7 +1,8 @@
 """The fifty-fifth set of programs in TileLang's idioms (tests/unseen_programs55.py): ROI-align
 over a box list, average pooling with ceil_mode, an NCHW -> NHWC transpose through shared
 memory, GroupNorm fused with SiLU, a depthwise NHWC convolution with stride 2, and a transposed
-convolution as an implicit GEMM over negative floor-divided offsets.
+convolution as an implicit GEMM over negative floor-divided offsets; max pooling with ceil_mode
+by T.reduce_max, nearest upsampling, ROI-align's backward by atomics, and a pixel shuffle.
 
 CPU: each builds to an sm_90a cubin and an sm_80 one, and what decides its result is read in
 the generated source.  All built and read right as first written.
@@ -19,7 +20,8 @@ import unseen_programs55 as P
 f16, bf16 = torch.float16, torch.bfloat16
 
 NAMES = ["avgpool2d_ceil_mode", "conv_transpose2d_implicit_gemm", "depthwise_conv2d_nhwc_s2",
-         "groupnorm_silu_nchw", "nchw_to_nhwc_shared", "roi_align_nhwc"]
+         "groupnorm_silu_nchw", "maxpool2d_nhwc_ceil_reduce", "nchw_to_nhwc_shared", "pixel_shuffle_nhwc",
+         "roi_align_backward_atomic", "roi_align_nhwc", "upsample_nearest_nchw"]
 
 _arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
 
@@ -90,6 +92,38 @@ def test_conv_transpose_divides_negative_offsets_by_floor():
     assert "th % 2" not in src and "tw % 2" not in src
     assert "ih = th // 2" in src and "ih >= 0" in src
     assert 'tcm.tiled_mma("wgmma"' in src
+
+
+def test_maxpool_ceil_mode_pads_the_window_with_minus_infinity_and_reduces_dim0():
+    src = _body("maxpool2d_nhwc_ceil_reduce")
+    assert "cute.make_layout((2, 9, 8, 64,)" in src  # ceil_mode: 9 x 8, not floor's 8 x 8
+    assert re.search(r"win\[tc_lane\d+\] = cutlass\.select_\(ih < 18 and iw < 17, cutlass\.Float32\(tc_\w+\[tc_lane\d+\]\), "
+                     r'cutlass\.Float32\(float\("-inf"\)\)\)', src)
+    # the vector load is taken only where its row is inside (iw <= 16 always: OW = 8)
+    assert "if oh * 2 + t // 3 < 18:" in src
+    assert "T.reduce_max(win_frag1, mx)" in src
+
+
+def test_nearest_upsample_floors_the_scaled_index_and_clamps():
+    src = _body("upsample_nearest_nchw")
+    assert ("ih = cutlass.min(cutlass.max(cutlass.Int32(cute.math.floor(cutlass.Float32(oh) * "
+            "cutlass.Float32(0.40625))), 0), 12)") in src
+
+
+def test_roi_align_backward_adds_four_weighted_taps_atomically():
+    src = _body("roi_align_backward_atomic")
+    assert src.count("tca.atomic_add(dX, ") == 4
+    assert "tca.atomic_add(dX, (b, y_1_, x_1_, c), g * ly * lx)" in src
+    # aligned=False: no half-pixel offset, the bin at least one pixel
+    assert "x1 = rois[r, 1] * cutlass.Float32(0.5)\n" in src
+    assert "cute.arch.fmax(rois[r, 3] * cutlass.Float32(0.5) - x1, cutlass.Float32(1.0))" in src
+
+
+def test_pixel_shuffle_reads_channel_c_r_r_plus_i_r_plus_j():
+    src = _body("pixel_shuffle_nhwc")
+    assert "tct.load(X_desc, tc_smem + 0, tc_bar0, (0, bx * 8, h, n), 1024)" in src  # the partial strip by TMA
+    assert ("if bx * 8 + w < 9:\n"
+            "            Y[n, h * 2 + i, (bx * 8 + w) * 2 + j, c] = s[w * 64 + c * 2 * 2 + i * 2 + j]") in src
 
 
 # ---- on a GPU, against torch -------------------------------------------------------------------
@@ -167,3 +201,63 @@ def test_conv_transpose2d_implicit_gemm_on_gpu():
     want = F.conv_transpose2d(x.permute(0, 3, 1, 2).float(), w.view(4, 4, 32, 64).permute(2, 3, 0, 1).float(),
                               stride=2, padding=1).permute(0, 2, 3, 1)
     rounds.close(P.conv_transpose2d_implicit_gemm()(x, w), want, 2e-2)
+
+
+@pytest.mark.gpu
+def test_maxpool2d_nhwc_ceil_reduce_on_gpu():
+    x = rounds.randn(2, 18, 17, 64, dtype=f16)
+    want = F.max_pool2d(x.permute(0, 3, 1, 2).float(), 3, 2, ceil_mode=True).permute(0, 2, 3, 1)
+    rounds.exact(P.maxpool2d_nhwc_ceil_reduce()(x).float(), want)
+
+
+@pytest.mark.gpu
+def test_upsample_nearest_nchw_on_gpu():
+    x = rounds.randn(2, 3, 13, 10)
+    rounds.exact(P.upsample_nearest_nchw()(x), F.interpolate(x, size=(32, 23), mode="nearest"))
+
+
+def _roi_align_backward_reference(dy, rois, H, W, scale, sr):
+    """autograd of a float64 roi_align(aligned=False) written as gathers, on the CPU."""
+    R, PH, PW, C = dy.shape
+    dx = torch.zeros(2, H, W, C, dtype=torch.float64)
+    for r, (b, *box) in enumerate(rois.cpu().tolist()):
+        x1, y1, x2, y2 = (v * scale for v in box)
+        bw, bh = max(x2 - x1, 1.0) / PW, max(y2 - y1, 1.0) / PH
+        for ph in range(PH):
+            for pw in range(PW):
+                g = dy[r, ph, pw].cpu().double() / (sr * sr)
+                for iy in range(sr):
+                    for ix in range(sr):
+                        y = y1 + ph * bh + (iy + 0.5) * bh / sr
+                        xx = x1 + pw * bw + (ix + 0.5) * bw / sr
+                        if y < -1.0 or y > H or xx < -1.0 or xx > W:
+                            continue
+                        y, xx = max(y, 0.0), max(xx, 0.0)
+                        y0, x0 = min(int(y), H - 1), min(int(xx), W - 1)
+                        ly = 0.0 if y0 >= H - 1 else y - y0
+                        lx = 0.0 if x0 >= W - 1 else xx - x0
+                        y_1, x_1 = min(y0 + 1, H - 1), min(x0 + 1, W - 1)
+                        dx[int(b), y0, x0] += g * (1 - ly) * (1 - lx)
+                        dx[int(b), y0, x_1] += g * (1 - ly) * lx
+                        dx[int(b), y_1, x0] += g * ly * (1 - lx)
+                        dx[int(b), y_1, x_1] += g * ly * lx
+    return dx
+
+
+@pytest.mark.gpu
+def test_roi_align_backward_atomic_on_gpu():
+    torch.manual_seed(3)
+    dy = torch.randn(4, 4, 4, 32, device="cuda")
+    rois = torch.tensor([[0, 2.0, 3.0, 20.0, 25.0], [1, 30.0, 20.0, 45.0, 40.0], [0, 10.0, 10.0, 10.5, 11.0],
+                         [1, -4.0, -2.0, 12.0, 8.0]], device="cuda")
+    dx = torch.zeros(2, 16, 20, 32, device="cuda")
+    P.roi_align_backward_atomic()(dy, rois, dx)
+    torch.testing.assert_close(dx.cpu().double(), _roi_align_backward_reference(dy, rois, 16, 20, 0.5, 2),
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_pixel_shuffle_nhwc_on_gpu():
+    x = rounds.randn(2, 7, 9, 64, dtype=bf16)
+    want = F.pixel_shuffle(x.permute(0, 3, 1, 2), 2).permute(0, 2, 3, 1)
+    rounds.exact(P.pixel_shuffle_nhwc()(x), want.contiguous())

@@ -4,8 +4,11 @@ aligned=True sampling, two samples a side, bilinear taps by T.floor), average po
 ceil_mode and padding counted (PyTorch's divisor from the padded window), an NCHW -> NHWC
 transpose staged through shared memory with partial tiles, GroupNorm fused with SiLU (block
 sums in a fragment, T.reduce_sum), a depthwise NHWC convolution with stride 2 and padding,
-and a transposed convolution as an implicit GEMM whose gather divides and takes remainders of
-negative offsets (TileLang's floor division / floor modulo).
+a transposed convolution as an implicit GEMM whose gather divides and takes remainders of
+negative offsets (TileLang's floor division / floor modulo); max pooling with ceil_mode by
+T.reduce_max over a gathered window (-inf outside), nearest upsampling by T.floor and T.clamp,
+ROI-align's backward by float32 T.atomic_add onto the four taps, and a pixel shuffle on NHWC
+through a T.copy slice into shared memory and a 4-d T.Parallel.
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs55.py`` builds each to a cubin
@@ -224,5 +227,115 @@ def conv_transpose2d_implicit_gemm(N=2, H=9, W=11, C=32, F=64, KS=4, stride=2, p
                 p = by * bm + i
                 if p < P:
                     Y[p // (OH * OW), p % (OH * OW) // OW, p % OW, bx * bn + j] = acc[i, j]
+
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def maxpool2d_nhwc_ceil_reduce(N=2, H=18, W=17, C=64, KS=3, stride=2, bc=64):
+    """nn.MaxPool2d(KS, stride, ceil_mode=True) on NHWC (no padding): the window's KS*KS x bc
+    values gathered into a fragment (-inf outside the input), T.reduce_max over dim 0."""
+    OH = -(-(H - KS) // stride) + 1
+    OW = -(-(W - KS) // stride) + 1
+    if (OH - 1) * stride >= H:
+        OH -= 1
+    if (OW - 1) * stride >= W:
+        OW -= 1
+
+    @T.prim_func
+    def main(X: T.Tensor((N, H, W, C), T.float16), Y: T.Tensor((N, OH, OW, C), T.float16)):
+        with T.Kernel(T.ceildiv(C, bc), OH * OW, N, threads=128) as (bx, pix, n):
+            win = T.alloc_fragment((KS * KS, bc), T.float32)
+            mx = T.alloc_fragment((bc,), T.float32)
+            oh = pix // OW
+            ow = pix % OW
+            for t, c in T.Parallel(KS * KS, bc):
+                ih = oh * stride + t // KS
+                iw = ow * stride + t % KS
+                win[t, c] = T.if_then_else(ih < H and iw < W, T.cast(X[n, ih, iw, bx * bc + c], T.float32),
+                                           -T.infinity(T.float32))
+            T.reduce_max(win, mx, dim=0)
+            for c in T.Parallel(bc):
+                Y[n, oh, ow, bx * bc + c] = T.cast(mx[c], T.float16)
+
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def upsample_nearest_nchw(N=2, C=3, H=13, W=10, OH=32, OW=23, block=256):
+    """F.interpolate(mode='nearest') to (OH, OW): ih = min(floor(oh * H / OH), H - 1) in float32
+    (PyTorch's scale), by T.floor and T.clamp."""
+    sh = H / OH
+    sw = W / OW
+    total = N * C * OH * OW
+
+    @T.prim_func
+    def main(X: T.Tensor((N, C, H, W), T.float32), Y: T.Tensor((N, C, OH, OW), T.float32)):
+        with T.Kernel(T.ceildiv(total, block), threads=block) as bx:
+            for t in T.Parallel(block):
+                i = bx * block + t
+                if i < total:
+                    ow = i % OW
+                    oh = i // OW % OH
+                    nc = i // (OH * OW)
+                    ih = T.clamp(T.cast(T.floor(T.cast(oh, T.float32) * sh), T.int32), 0, H - 1)
+                    iw = T.clamp(T.cast(T.floor(T.cast(ow, T.float32) * sw), T.int32), 0, W - 1)
+                    Y[nc // C, nc % C, oh, ow] = X[nc // C, nc % C, ih, iw]
+
+    return main
+
+
+@tilelang.jit
+def roi_align_backward_atomic(N=2, H=16, W=20, C=32, R=4, PH=4, PW=4, scale=0.5, sr=2):
+    """The backward of roi_align(aligned=False, sampling_ratio=sr) on NHWC: each output cell's
+    gradient is spread onto its samples' four taps by float32 T.atomic_add into dX."""
+
+    @T.prim_func
+    def main(dY: T.Tensor((R, PH, PW, C), T.float32), rois: T.Tensor((R, 5), T.float32),
+             dX: T.Tensor((N, H, W, C), T.float32)):
+        with T.Kernel(PH * PW, R, threads=C) as (cell, r):
+            b = T.cast(rois[r, 0], T.int32)
+            x1 = rois[r, 1] * scale
+            y1 = rois[r, 2] * scale
+            bin_w = T.max(rois[r, 3] * scale - x1, 1.0) / PW
+            bin_h = T.max(rois[r, 4] * scale - y1, 1.0) / PH
+            ph = cell // PW
+            pw = cell % PW
+            for iy, ix in T.grid(sr, sr):
+                y = T.alloc_var(T.float32, init=y1 + ph * bin_h + (iy + 0.5) * bin_h / sr)
+                x = T.alloc_var(T.float32, init=x1 + pw * bin_w + (ix + 0.5) * bin_w / sr)
+                if y >= -1.0 and y <= H and x >= -1.0 and x <= W:
+                    y = T.max(y, 0.0)
+                    x = T.max(x, 0.0)
+                    y0 = T.min(T.cast(y, T.int32), H - 1)
+                    x0 = T.min(T.cast(x, T.int32), W - 1)
+                    ly = T.if_then_else(y0 >= H - 1, 0.0, y - y0)
+                    lx = T.if_then_else(x0 >= W - 1, 0.0, x - x0)
+                    y_1 = T.min(y0 + 1, H - 1)
+                    x_1 = T.min(x0 + 1, W - 1)
+                    for c in T.Parallel(C):
+                        g = dY[r, ph, pw, c] / (sr * sr)
+                        T.atomic_add(dX[b, y0, x0, c], g * (1 - ly) * (1 - lx))
+                        T.atomic_add(dX[b, y0, x_1, c], g * (1 - ly) * lx)
+                        T.atomic_add(dX[b, y_1, x0, c], g * ly * (1 - lx))
+                        T.atomic_add(dX[b, y_1, x_1, c], g * ly * lx)
+
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def pixel_shuffle_nhwc(N=2, H=7, W=9, C=64, r=2, bw=8, threads=128):
+    """nn.PixelShuffle(r) expressed on NHWC: Y[n, h*r + i, w*r + j, c] = X[n, h, w, c*r*r + i*r + j];
+    a (bw, C*r*r) input strip through shared memory by T.copy, written out by T.Parallel."""
+    Co = C // (r * r)
+
+    @T.prim_func
+    def main(X: T.Tensor((N, H, W, C), T.bfloat16), Y: T.Tensor((N, H * r, W * r, Co), T.bfloat16)):
+        with T.Kernel(T.ceildiv(W, bw), H, N, threads=threads) as (bx, h, n):
+            s = T.alloc_shared((bw, C), T.bfloat16)
+            T.copy(X[n, h, bx * bw:(bx + 1) * bw, :], s)
+            for w, i, j, c in T.Parallel(bw, r, r, Co):
+                if bx * bw + w < W:
+                    Y[n, h * r + i, (bx * bw + w) * r + j, c] = s[w, c * r * r + i * r + j]
 
     return main
