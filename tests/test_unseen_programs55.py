@@ -2,7 +2,9 @@
 over a box list, average pooling with ceil_mode, an NCHW -> NHWC transpose through shared
 memory, GroupNorm fused with SiLU, a depthwise NHWC convolution with stride 2, and a transposed
 convolution as an implicit GEMM over negative floor-divided offsets; max pooling with ceil_mode
-by T.reduce_max, nearest upsampling, ROI-align's backward by atomics, and a pixel shuffle.
+by T.reduce_max, nearest upsampling, ROI-align's backward by atomics, a pixel shuffle, adaptive
+average pooling over runtime windows, a channels-first LayerNorm (T.reduce_sum over dim 0), a
+depthwise 3-d convolution through a halo tile, and a float16 max pool in a local.
 
 CPU: each builds to an sm_90a cubin and an sm_80 one, and what decides its result is read in
 the generated source.  All built and read right as first written.
@@ -19,9 +21,11 @@ import unseen_programs55 as P
 
 f16, bf16 = torch.float16, torch.bfloat16
 
-NAMES = ["avgpool2d_ceil_mode", "conv_transpose2d_implicit_gemm", "depthwise_conv2d_nhwc_s2",
-         "groupnorm_silu_nchw", "maxpool2d_nhwc_ceil_reduce", "nchw_to_nhwc_shared", "pixel_shuffle_nhwc",
-         "roi_align_backward_atomic", "roi_align_nhwc", "upsample_nearest_nchw"]
+NAMES = ["adaptive_avgpool2d", "avgpool2d_ceil_mode", "conv_transpose2d_implicit_gemm",
+         "depthwise_conv2d_nhwc_s2", "depthwise_conv3d_halo", "groupnorm_silu_nchw",
+         "layernorm2d_channels_first", "maxpool2d_nhwc_ceil_reduce", "maxpool_fp16_local",
+         "nchw_to_nhwc_shared", "pixel_shuffle_nhwc", "roi_align_backward_atomic", "roi_align_nhwc",
+         "upsample_nearest_nchw"]
 
 _arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
 
@@ -124,6 +128,36 @@ def test_pixel_shuffle_reads_channel_c_r_r_plus_i_r_plus_j():
     assert "tct.load(X_desc, tc_smem + 0, tc_bar0, (0, bx * 8, h, n), 1024)" in src  # the partial strip by TMA
     assert ("if bx * 8 + w < 9:\n"
             "            Y[n, h * 2 + i, (bx * 8 + w) * 2 + j, c] = s[w * 64 + c * 2 * 2 + i * 2 + j]") in src
+
+
+def test_adaptive_pool_walks_runtime_windows_and_divides_by_their_size():
+    src = _body("adaptive_avgpool2d")
+    assert "h0 = oh * 17 // 5" in src and "h1 = ((oh + 1) * 17 + 5 - 1) // 5" in src
+    assert "for ih in cutlass.range(h0, h0 + (h1 - h0)):" in src
+    assert "acc[tc_lane8] / cutlass.Float32((h1 - h0) * (w1 - w0))" in src
+
+
+def test_channels_first_layernorm_reduces_over_channels():
+    src = _body("layernorm2d_channels_first")
+    assert src.count("tcr.grouped_rows(") == 2  # mean and variance, one per pixel column
+    assert "x_moved2[(i6 + tc_lane9) * 48 + i5]" in src  # the (C, bp) tile moved pixel-major for dim 0
+    assert "- mean[(p + tc_lane25)] / cutlass.Float32(48.0)" in src
+    assert "cute.math.rsqrt(var[(p_2_ + tc_lane47)] / cutlass.Float32(48.0) + cutlass.Float32(1e-06)) * w[c_2_] + b[c_2_]" in src
+    assert "if bx * 64 + (i4 + tc_lane52) < 300:" in src  # the last tile's store is masked
+
+
+def test_conv3d_halo_copy_indexes_n_and_depth_and_masks_rows():
+    src = _body("depthwise_conv3d_halo")
+    assert re.search(r"if h0 \+ i4 < 12:\s+tc_ld5 = X\[n, d \+ kd, h0 \+ i4, w0 \+ i5, i6\]", src)
+    assert "halo.iterator + cute.assume((i + kh) * 192 + (j + kw) * 32 + c, divby=8)" in src
+    assert src.count("cute.arch.sync_threads()") == 2  # before the tile is refilled, and after
+
+
+def test_fp16_maxpool_starts_at_minus_infinity():
+    src = _body("maxpool_fp16_local")
+    assert 'm[0] = cutlass.Float16(float("-inf"))' in src
+    assert "if 0 <= ih and ih < 15 and 0 <= iw and iw < 16:" in src
+    assert "m[0] = cutlass.Float16(cute.arch.fmax(cutlass.Float32(m[0]), cutlass.Float32(tc_ld1)))" in src
 
 
 # ---- on a GPU, against torch -------------------------------------------------------------------
@@ -261,3 +295,32 @@ def test_pixel_shuffle_nhwc_on_gpu():
     x = rounds.randn(2, 7, 9, 64, dtype=bf16)
     want = F.pixel_shuffle(x.permute(0, 3, 1, 2), 2).permute(0, 2, 3, 1)
     rounds.exact(P.pixel_shuffle_nhwc()(x), want.contiguous())
+
+
+@pytest.mark.gpu
+def test_adaptive_avgpool2d_on_gpu():
+    x = rounds.randn(2, 17, 23, 64)
+    want = F.adaptive_avg_pool2d(x.permute(0, 3, 1, 2), (5, 7)).permute(0, 2, 3, 1)
+    rounds.close(P.adaptive_avgpool2d()(x), want, 1e-5)
+
+
+@pytest.mark.gpu
+def test_layernorm2d_channels_first_on_gpu():
+    x, w, b = rounds.randn(2, 48, 300), rounds.randn(48), rounds.randn(48)
+    want = F.layer_norm(x.transpose(1, 2), (48,), w, b, 1e-6).transpose(1, 2)
+    rounds.close(P.layernorm2d_channels_first()(x, w, b), want, 1e-4)
+
+
+@pytest.mark.gpu
+def test_depthwise_conv3d_halo_on_gpu():
+    x = F.pad(rounds.randn(2, 6, 10, 12, 32, dtype=f16), (0, 0, 1, 1, 1, 1, 1, 1))
+    w = rounds.randn(3, 3, 3, 32)
+    want = F.conv3d(x.permute(0, 4, 1, 2, 3).float(), w.permute(3, 0, 1, 2).unsqueeze(1), groups=32)
+    rounds.close(P.depthwise_conv3d_halo()(x, w), want.permute(0, 2, 3, 4, 1), 2e-2)
+
+
+@pytest.mark.gpu
+def test_maxpool_fp16_local_on_gpu():
+    x = rounds.randn(2, 15, 16, 128, dtype=f16)
+    want = F.max_pool2d(x.permute(0, 3, 1, 2), 3, 2, 1).permute(0, 2, 3, 1)
+    rounds.exact(P.maxpool_fp16_local()(x), want.contiguous())

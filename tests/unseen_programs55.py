@@ -8,7 +8,10 @@ a transposed convolution as an implicit GEMM whose gather divides and takes rema
 negative offsets (TileLang's floor division / floor modulo); max pooling with ceil_mode by
 T.reduce_max over a gathered window (-inf outside), nearest upsampling by T.floor and T.clamp,
 ROI-align's backward by float32 T.atomic_add onto the four taps, and a pixel shuffle on NHWC
-through a T.copy slice into shared memory and a 4-d T.Parallel.
+through a T.copy slice into shared memory and a 4-d T.Parallel; adaptive average pooling over
+runtime T.serial(start, stop) windows, ConvNeXt's channels-first LayerNorm by T.reduce_sum over
+dim 0, a depthwise 3-d convolution whose halo is a T.copy of a 5-d slice into a 3-d shared
+tile, and a float16 max pool in a T.alloc_local with -T.infinity and chained comparisons.
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs55.py`` builds each to a cubin
@@ -337,5 +340,109 @@ def pixel_shuffle_nhwc(N=2, H=7, W=9, C=64, r=2, bw=8, threads=128):
             for w, i, j, c in T.Parallel(bw, r, r, Co):
                 if bx * bw + w < W:
                     Y[n, h * r + i, (bx * bw + w) * r + j, c] = s[w, c * r * r + i * r + j]
+
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def adaptive_avgpool2d(N=2, C=64, H=17, W=23, OH=5, OW=7, bc=64):
+    """nn.AdaptiveAvgPool2d((OH, OW)) on NHWC: the window [floor(o*H/OH), ceil((o+1)*H/OH)) is a
+    runtime range of a T.serial loop."""
+
+    @T.prim_func
+    def main(X: T.Tensor((N, H, W, C), T.float32), Y: T.Tensor((N, OH, OW, C), T.float32)):
+        with T.Kernel(OH * OW, N, threads=bc) as (pix, n):
+            acc = T.alloc_fragment((bc,), T.float32)
+            T.clear(acc)
+            oh = pix // OW
+            ow = pix % OW
+            h0 = oh * H // OH
+            h1 = ((oh + 1) * H + OH - 1) // OH
+            w0 = ow * W // OW
+            w1 = ((ow + 1) * W + OW - 1) // OW
+            for ih in T.serial(h0, h1):
+                for iw in T.serial(w0, w1):
+                    for c in T.Parallel(bc):
+                        acc[c] += X[n, ih, iw, c]
+            for c in T.Parallel(bc):
+                Y[n, oh, ow, c] = acc[c] / ((h1 - h0) * (w1 - w0))
+
+    return main
+
+
+@tilelang.jit(out_idx=[3])
+def layernorm2d_channels_first(N=2, C=48, HW=300, bp=64, threads=128, eps=1e-6):
+    """ConvNeXt's LayerNorm over channels on NCHW: a (C, bp) tile, mean and variance per pixel
+    by T.reduce_sum over dim 0."""
+
+    @T.prim_func
+    def main(X: T.Tensor((N, C, HW), T.float32), w: T.Tensor((C,), T.float32), b: T.Tensor((C,), T.float32),
+             Y: T.Tensor((N, C, HW), T.float32)):
+        with T.Kernel(T.ceildiv(HW, bp), N, threads=threads) as (bx, n):
+            x = T.alloc_fragment((C, bp), T.float32)
+            sq = T.alloc_fragment((C, bp), T.float32)
+            mean = T.alloc_fragment((bp,), T.float32)
+            var = T.alloc_fragment((bp,), T.float32)
+            T.copy(X[n, :, bx * bp:(bx + 1) * bp], x)
+            T.reduce_sum(x, mean, dim=0)
+            for c, p in T.Parallel(C, bp):
+                x[c, p] = x[c, p] - mean[p] / C
+            for c, p in T.Parallel(C, bp):
+                sq[c, p] = x[c, p] * x[c, p]
+            T.reduce_sum(sq, var, dim=0)
+            for c, p in T.Parallel(C, bp):
+                x[c, p] = x[c, p] * T.rsqrt(var[p] / C + eps) * w[c] + b[c]
+            T.copy(x, Y[n, :, bx * bp:(bx + 1) * bp])
+
+    return main
+
+
+@tilelang.jit(out_idx=[2])
+def depthwise_conv3d_halo(N=2, D=6, H=10, W=12, C=32, KS=3, bh=4, bw=4, threads=128):
+    """Depthwise 3-d conv (padding 1) on NDHWC: each (d, kd) plane's halo tile is a T.copy of a
+    5-d slice (the n and d dims indexed) into a 3-d shared tile."""
+    pad = KS // 2
+
+    @T.prim_func
+    def main(X: T.Tensor((N, D + 2 * pad, H + 2 * pad, W + 2 * pad, C), T.float16),
+             Wt: T.Tensor((KS, KS, KS, C), T.float32), Y: T.Tensor((N, D, H, W, C), T.float16)):
+        with T.Kernel(T.ceildiv(W, bw) * T.ceildiv(H, bh), D, N, threads=threads) as (t, d, n):
+            halo = T.alloc_shared((bh + KS - 1, bw + KS - 1, C), T.float16)
+            acc = T.alloc_fragment((bh, bw, C), T.float32)
+            h0 = t // T.ceildiv(W, bw) * bh
+            w0 = t % T.ceildiv(W, bw) * bw
+            T.clear(acc)
+            for kd in T.serial(KS):
+                T.copy(X[n, d + kd, h0:h0 + bh + KS - 1, w0:w0 + bw + KS - 1, :], halo)
+                for kh, kw in T.grid(KS, KS):
+                    for i, j, c in T.Parallel(bh, bw, C):
+                        acc[i, j, c] += T.cast(halo[i + kh, j + kw, c], T.float32) * Wt[kd, kh, kw, c]
+            for i, j, c in T.Parallel(bh, bw, C):
+                if h0 + i < H and w0 + j < W:
+                    Y[n, d, h0 + i, w0 + j, c] = T.cast(acc[i, j, c], T.float16)
+
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def maxpool_fp16_local(N=2, H=15, W=16, C=128, KS=3, stride=2, pad=1, threads=128):
+    """Max pool in float16 with padding: each thread's running max a T.alloc_local((1,)) set to
+    -T.infinity(T.float16), updated with T.max of two halves."""
+    OH = (H + 2 * pad - KS) // stride + 1
+    OW = (W + 2 * pad - KS) // stride + 1
+
+    @T.prim_func
+    def main(X: T.Tensor((N, H, W, C), T.float16), Y: T.Tensor((N, OH, OW, C), T.float16)):
+        with T.Kernel(OW, OH, N, threads=threads) as (ow, oh, n):
+            m = T.alloc_local((1,), T.float16)
+            c = T.get_thread_binding()
+            m[0] = -T.infinity(T.float16)
+            for kh in T.unroll(KS):
+                for kw in T.unroll(KS):
+                    ih = oh * stride - pad + kh
+                    iw = ow * stride - pad + kw
+                    if 0 <= ih < H and 0 <= iw < W:
+                        m[0] = T.max(m[0], X[n, ih, iw, c])
+            Y[n, oh, ow, c] = m[0]
 
     return main
