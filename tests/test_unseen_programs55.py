@@ -4,10 +4,14 @@ memory, GroupNorm fused with SiLU, a depthwise NHWC convolution with stride 2, a
 convolution as an implicit GEMM over negative floor-divided offsets; max pooling with ceil_mode
 by T.reduce_max, nearest upsampling, ROI-align's backward by atomics, a pixel shuffle, adaptive
 average pooling over runtime windows, a channels-first LayerNorm (T.reduce_sum over dim 0), a
-depthwise 3-d convolution through a halo tile, and a float16 max pool in a local.
+depthwise 3-d convolution through a halo tile, a float16 max pool in a local, an integral image
+(T.cumsum both ways), a uint8 histogram by atomics, NMS's IoU bitmask, and bilinear upsampling
+with align_corners=True.
 
 CPU: each builds to an sm_90a cubin and an sm_80 one, and what decides its result is read in
-the generated source.  All built and read right as first written.
+the generated source.  All built and read right as first written; the integral image's scans
+indexed their lines as ``line % 64 // 1 % 64`` (right, unreadable), now plainly
+(tests/test_scan_shuffle.py).
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs55.py``)."""
 
 import re
@@ -22,10 +26,10 @@ import unseen_programs55 as P
 f16, bf16 = torch.float16, torch.bfloat16
 
 NAMES = ["adaptive_avgpool2d", "avgpool2d_ceil_mode", "conv_transpose2d_implicit_gemm",
-         "depthwise_conv2d_nhwc_s2", "depthwise_conv3d_halo", "groupnorm_silu_nchw",
-         "layernorm2d_channels_first", "maxpool2d_nhwc_ceil_reduce", "maxpool_fp16_local",
-         "nchw_to_nhwc_shared", "pixel_shuffle_nhwc", "roi_align_backward_atomic", "roi_align_nhwc",
-         "upsample_nearest_nchw"]
+         "depthwise_conv2d_nhwc_s2", "depthwise_conv3d_halo", "groupnorm_silu_nchw", "histogram_u8",
+         "integral_image", "layernorm2d_channels_first", "maxpool2d_nhwc_ceil_reduce", "maxpool_fp16_local",
+         "nchw_to_nhwc_shared", "nms_iou_bitmask", "pixel_shuffle_nhwc", "roi_align_backward_atomic",
+         "roi_align_nhwc", "upsample_bilinear_align_corners", "upsample_nearest_nchw"]
 
 _arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
 
@@ -158,6 +162,38 @@ def test_fp16_maxpool_starts_at_minus_infinity():
     assert 'm[0] = cutlass.Float16(float("-inf"))' in src
     assert "if 0 <= ih and ih < 15 and 0 <= iw and iw < 16:" in src
     assert "m[0] = cutlass.Float16(cute.arch.fmax(cutlass.Float32(m[0]), cutlass.Float32(tc_ld1)))" in src
+
+
+def test_integral_image_scans_columns_then_rows():
+    src = _body("integral_image")
+    col = src.split("# T.cumsum(s, s, dim=0)", 1)[1].split("# T.cumsum(s, s, dim=1)", 1)[0]
+    assert re.search(r"= s\[tc_pos\d+ \* 64 \+ tc_line\d+\]", col)  # down a column
+    row = src.split("# T.cumsum(s, s, dim=1)", 1)[1]
+    assert re.search(r"= s\[tc_line\d+ \* 64 \+ tc_pos\d+\]", row)  # along a row
+    assert "// 1" not in src
+
+
+def test_histogram_counts_in_shared_then_merges():
+    src = _body("histogram_u8")
+    assert "tca.atomic_add(h, cutlass.Int32(cutlass.Uint8(img[b, bx * 1024 + i])), 1)" in src
+    assert re.search(r"h\[i1\] = 0\s+cute\.arch\.sync_threads\(\)", src)
+    assert "tca.atomic_add(hist, (b, i_1_), h[i_1_])" in src
+
+
+def test_nms_sets_bit_k_for_later_boxes_over_threshold():
+    src = _body("nms_iou_bitmask")
+    assert "if j < 300 and j > i:" in src
+    assert "if inter / (a_area + b_area - inter) > cutlass.Float32(0.5):" in src
+    assert "bits[0] = bits[0] | cutlass.Uint64(1) << cutlass.Uint64(k_1_)" in src
+    assert "mask[i, bj] = bits[0]" in src
+
+
+def test_align_corners_scales_by_in_minus_one_over_out_minus_one():
+    src = _body("upsample_bilinear_align_corners")
+    assert "tc_tid = tc_tx + tc_ty * 32" in src  # threads=(32, 4)
+    assert "sy = cutlass.Float32(oh) * cutlass.Float32(0.42105263157894735)" in src  # 8 / 19
+    assert "sx = cutlass.Float32(ow) * cutlass.Float32(0.4)" in src  # 12 / 30
+    assert "y1 = cutlass.min(y0 + 1, 8)" in src and "ly = sy - cutlass.Float32(y0)" in src
 
 
 # ---- on a GPU, against torch -------------------------------------------------------------------
@@ -324,3 +360,41 @@ def test_maxpool_fp16_local_on_gpu():
     x = rounds.randn(2, 15, 16, 128, dtype=f16)
     want = F.max_pool2d(x.permute(0, 3, 1, 2), 3, 2, 1).permute(0, 2, 3, 1)
     rounds.exact(P.maxpool_fp16_local()(x), want.contiguous())
+
+
+@pytest.mark.gpu
+def test_integral_image_on_gpu():
+    x = rounds.randn(3, 40, 50)
+    rounds.close(P.integral_image()(x), x.double().cumsum(1).cumsum(2), 1e-3)
+
+
+@pytest.mark.gpu
+def test_histogram_u8_on_gpu():
+    img = torch.randint(0, 256, (2, 5000), device="cuda", dtype=torch.uint8)
+    want = torch.stack([torch.bincount(r.long(), minlength=256) for r in img]).int()
+    rounds.exact(P.histogram_u8()(img), want)
+
+
+@pytest.mark.gpu
+def test_nms_iou_bitmask_on_gpu():
+    torch.manual_seed(4)
+    xy = torch.rand(300, 2, device="cuda") * 100
+    boxes = torch.cat([xy, xy + torch.rand(300, 2, device="cuda") * 30 + 1], 1)
+    mask = P.nms_iou_bitmask()(boxes)
+    x1, y1, x2, y2 = boxes.double().unbind(1)
+    w = (torch.min(x2[:, None], x2) - torch.max(x1[:, None], x1)).clamp(min=0)
+    h = (torch.min(y2[:, None], y2) - torch.max(y1[:, None], y1)).clamp(min=0)
+    area = (x2 - x1) * (y2 - y1)
+    iou = w * h / (area[:, None] + area - w * h)
+    want = (iou > 0.5) & torch.ones(300, 300, dtype=torch.bool, device="cuda").triu(1)
+    m = mask.cpu().view(torch.int64)
+    got = torch.stack([(m[:, j // 64] >> (j % 64)) & 1 for j in range(300)], 1).bool()
+    # ties at the threshold may round either way in float32 vs float64
+    assert (got != want.cpu()).sum() <= 2
+
+
+@pytest.mark.gpu
+def test_upsample_bilinear_align_corners_on_gpu():
+    x = rounds.randn(2, 4, 9, 13, dtype=f16)
+    want = F.interpolate(x.float(), size=(20, 31), mode="bilinear", align_corners=True)
+    rounds.close(P.upsample_bilinear_align_corners()(x), want, 1e-2)

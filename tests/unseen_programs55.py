@@ -11,7 +11,10 @@ ROI-align's backward by float32 T.atomic_add onto the four taps, and a pixel shu
 through a T.copy slice into shared memory and a 4-d T.Parallel; adaptive average pooling over
 runtime T.serial(start, stop) windows, ConvNeXt's channels-first LayerNorm by T.reduce_sum over
 dim 0, a depthwise 3-d convolution whose halo is a T.copy of a 5-d slice into a 3-d shared
-tile, and a float16 max pool in a T.alloc_local with -T.infinity and chained comparisons.
+tile, and a float16 max pool in a T.alloc_local with -T.infinity and chained comparisons; an
+integral image (T.cumsum along both dims of a shared tile), a uint8 image histogram (shared
+then global T.atomic_add), torchvision NMS's IoU bitmask (uint64 bits by T.shift_left), and
+bilinear upsampling with align_corners=True under threads=(32, 4).
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs55.py`` builds each to a cubin
@@ -444,5 +447,107 @@ def maxpool_fp16_local(N=2, H=15, W=16, C=128, KS=3, stride=2, pad=1, threads=12
                     if 0 <= ih < H and 0 <= iw < W:
                         m[0] = T.max(m[0], X[n, ih, iw, c])
             Y[n, oh, ow, c] = m[0]
+
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def integral_image(B=3, H=40, W=50, tile=64, threads=256):
+    """A summed-area table per image (H, W <= tile): the image into a zero-padded shared tile,
+    T.cumsum along dim 0 then dim 1, written back."""
+
+    @T.prim_func
+    def main(X: T.Tensor((B, H, W), T.float32), S: T.Tensor((B, H, W), T.float32)):
+        with T.Kernel(B, threads=threads) as b:
+            s = T.alloc_shared((tile, tile), T.float32)
+            T.clear(s)
+            for i, j in T.Parallel(tile, tile):
+                if i < H and j < W:
+                    s[i, j] = X[b, i, j]
+            T.cumsum(s, dim=0)
+            T.cumsum(s, dim=1)
+            for i, j in T.Parallel(tile, tile):
+                if i < H and j < W:
+                    S[b, i, j] = s[i, j]
+
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def histogram_u8(B=2, HW=5000, bins=256, chunk=1024, threads=256):
+    """A 256-bin histogram of each uint8 image: shared int32 counts by T.atomic_add, one block
+    per (image, chunk), merged into the global counts by global atomics."""
+
+    @T.prim_func
+    def main(img: T.Tensor((B, HW), T.uint8), hist: T.Tensor((B, bins), T.int32)):
+        with T.Kernel(T.ceildiv(HW, chunk), B, threads=threads) as (bx, b):
+            h = T.alloc_shared((bins,), T.int32)
+            T.clear(h)
+            for i in T.Parallel(chunk):
+                if bx * chunk + i < HW:
+                    T.atomic_add(h[T.cast(img[b, bx * chunk + i], T.int32)], 1)
+            for i in T.Parallel(bins):
+                T.atomic_add(hist[b, i], h[i])
+
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def nms_iou_bitmask(N=300, thresh=0.5, threads=64):
+    """torchvision NMS's first kernel: for box i and the 64 boxes of column block j, bit k of
+    mask[i, j] says IoU(i, 64*j + k) > thresh (only k past i counted); boxes (x1, y1, x2, y2)."""
+    nb = (N + 63) // 64
+
+    @T.prim_func
+    def main(boxes: T.Tensor((N, 4), T.float32), mask: T.Tensor((N, nb), T.uint64)):
+        with T.Kernel(nb, nb, threads=threads) as (bj, bi):
+            cb = T.alloc_shared((64, 4), T.float32)
+            for k, e in T.Parallel(64, 4):
+                cb[k, e] = T.if_then_else(bj * 64 + k < N, boxes[bj * 64 + k, e], 0.0)
+            i = bi * 64 + T.get_thread_binding()
+            if i < N:
+                bits = T.alloc_var(T.uint64, init=0)
+                a_area = (boxes[i, 2] - boxes[i, 0]) * (boxes[i, 3] - boxes[i, 1])
+                for k in T.serial(64):
+                    j = bj * 64 + k
+                    if j < N and j > i:
+                        w = T.max(T.min(boxes[i, 2], cb[k, 2]) - T.max(boxes[i, 0], cb[k, 0]), 0.0)
+                        h = T.max(T.min(boxes[i, 3], cb[k, 3]) - T.max(boxes[i, 1], cb[k, 1]), 0.0)
+                        inter = w * h
+                        b_area = (cb[k, 2] - cb[k, 0]) * (cb[k, 3] - cb[k, 1])
+                        if inter / (a_area + b_area - inter) > thresh:
+                            bits = bits | T.shift_left(T.uint64(1), T.cast(k, T.uint64))
+                mask[i, bj] = bits
+
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def upsample_bilinear_align_corners(N=2, C=4, H=9, W=13, OH=20, OW=31, bh=4, bw=32):
+    """F.interpolate(mode='bilinear', align_corners=True) on NCHW float16: source coordinate
+    o * (in - 1) / (out - 1); threads given as (32, 4)."""
+    rh = (H - 1) / (OH - 1)
+    rw = (W - 1) / (OW - 1)
+
+    @T.prim_func
+    def main(X: T.Tensor((N, C, H, W), T.float16), Y: T.Tensor((N, C, OH, OW), T.float16)):
+        with T.Kernel(T.ceildiv(OW, bw), T.ceildiv(OH, bh), N * C, threads=(32, 4)) as (bx, by, nc):
+            for i, j in T.Parallel(bh, bw):
+                oh = by * bh + i
+                ow = bx * bw + j
+                if oh < OH and ow < OW:
+                    sy = oh * rh
+                    sx = ow * rw
+                    y0 = T.cast(sy, T.int32)
+                    x0 = T.cast(sx, T.int32)
+                    y1 = T.min(y0 + 1, H - 1)
+                    x1 = T.min(x0 + 1, W - 1)
+                    ly = sy - y0
+                    lx = sx - x0
+                    n = nc // C
+                    c = nc % C
+                    v = ((1 - ly) * ((1 - lx) * X[n, c, y0, x0] + lx * X[n, c, y0, x1])
+                         + ly * ((1 - lx) * X[n, c, y1, x0] + lx * X[n, c, y1, x1]))
+                    Y[n, c, oh, ow] = T.cast(v, T.float16)
 
     return main
