@@ -14,6 +14,7 @@ indexed their lines as ``line % 64 // 1 % 64`` (right, unreadable), now plainly
 (tests/test_scan_shuffle.py).
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs55.py``)."""
 
+import itertools
 import re
 
 import pytest
@@ -197,31 +198,38 @@ def test_align_corners_scales_by_in_minus_one_over_out_minus_one():
 
 
 # ---- on a GPU, against torch -------------------------------------------------------------------
+def _roi_taps(rois, PH, PW, H, W, scale, sr, aligned):
+    """torchvision roi_align's sampling: (roi, batch, ph, pw, y, x, weight) for each bilinear
+    tap of each of a cell's sr * sr samples, the weight divided by sr * sr (out-of-image
+    samples give no taps)."""
+    off = 0.5 if aligned else 0.0
+    for r, (b, *box) in enumerate(rois.cpu().tolist()):
+        x1, y1, x2, y2 = (v * scale - off for v in box)
+        bw, bh = x2 - x1, y2 - y1
+        if not aligned:
+            bw, bh = max(bw, 1.0), max(bh, 1.0)
+        bw, bh = bw / PW, bh / PH
+        for ph, pw, iy, ix in itertools.product(range(PH), range(PW), range(sr), range(sr)):
+            y = y1 + ph * bh + (iy + 0.5) * bh / sr
+            x = x1 + pw * bw + (ix + 0.5) * bw / sr
+            if y < -1.0 or y > H or x < -1.0 or x > W:
+                continue
+            y, x = max(y, 0.0), max(x, 0.0)
+            y0, x0 = min(int(y), H - 1), min(int(x), W - 1)
+            ly = 0.0 if y0 >= H - 1 else y - y0
+            lx = 0.0 if x0 >= W - 1 else x - x0
+            y_1, x_1 = min(y0 + 1, H - 1), min(x0 + 1, W - 1)
+            for yy, xx, wt in ((y0, x0, (1 - ly) * (1 - lx)), (y0, x_1, (1 - ly) * lx),
+                               (y_1, x0, ly * (1 - lx)), (y_1, x_1, ly * lx)):
+                yield r, int(b), ph, pw, yy, xx, wt / (sr * sr)
+
+
 def _roi_align_reference(x, rois, PH, PW, scale, sr):
-    """torchvision's roi_align(aligned=True) on NHWC float32, on the CPU."""
-    x, rois = x.cpu(), rois.cpu()
-    N, H, W, C = x.shape
-    out = torch.zeros(rois.shape[0], PH, PW, C)
-    for r, (b, *box) in enumerate(rois.tolist()):
-        x1, y1, x2, y2 = (v * scale - 0.5 for v in box)
-        bw, bh = (x2 - x1) / PW, (y2 - y1) / PH
-        for ph in range(PH):
-            for pw in range(PW):
-                for iy in range(sr):
-                    for ix in range(sr):
-                        y = y1 + ph * bh + (iy + 0.5) * bh / sr
-                        xx = x1 + pw * bw + (ix + 0.5) * bw / sr
-                        if y < -1.0 or y > H or xx < -1.0 or xx > W:
-                            continue
-                        y, xx = max(y, 0.0), max(xx, 0.0)
-                        y0, x0 = min(int(y), H - 1), min(int(xx), W - 1)
-                        ly = 0.0 if y0 >= H - 1 else y - y0
-                        lx = 0.0 if x0 >= W - 1 else xx - x0
-                        y_1, x_1 = min(y0 + 1, H - 1), min(x0 + 1, W - 1)
-                        img = x[int(b)]
-                        out[r, ph, pw] += ((1 - ly) * (1 - lx) * img[y0, x0] + (1 - ly) * lx * img[y0, x_1]
-                                           + ly * (1 - lx) * img[y_1, x0] + ly * lx * img[y_1, x_1])
-        out[r] /= sr * sr
+    """roi_align(aligned=True) on NHWC, in float64 on the CPU."""
+    x = x.cpu().double()
+    out = torch.zeros(rois.shape[0], PH, PW, x.shape[-1], dtype=torch.float64)
+    for r, b, ph, pw, y, xx, wt in _roi_taps(rois, PH, PW, x.shape[1], x.shape[2], scale, sr, True):
+        out[r, ph, pw] += wt * x[b, y, xx]
     return out
 
 
@@ -233,7 +241,7 @@ def test_roi_align_nhwc_on_gpu():
     rois = torch.tensor([[0, 8.0, 4.0, 60.0, 50.0], [1, 90.0, 70.0, 130.0, 100.0], [0, 20.0, 20.0, 22.0, 23.0],
                          [1, -10.0, -6.0, 30.0, 12.0], [0, 0.0, 0.0, 123.0, 95.0]], device="cuda")
     got = P.roi_align_nhwc()(x, rois)
-    torch.testing.assert_close(got.cpu(), _roi_align_reference(x, rois, 7, 7, 0.25, 2), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got.cpu().double(), _roi_align_reference(x, rois, 7, 7, 0.25, 2), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.gpu
@@ -287,30 +295,12 @@ def test_upsample_nearest_nchw_on_gpu():
 
 
 def _roi_align_backward_reference(dy, rois, H, W, scale, sr):
-    """autograd of a float64 roi_align(aligned=False) written as gathers, on the CPU."""
+    """The gradient of roi_align(aligned=False) on NHWC, in float64 on the CPU."""
+    dy = dy.cpu().double()
     R, PH, PW, C = dy.shape
     dx = torch.zeros(2, H, W, C, dtype=torch.float64)
-    for r, (b, *box) in enumerate(rois.cpu().tolist()):
-        x1, y1, x2, y2 = (v * scale for v in box)
-        bw, bh = max(x2 - x1, 1.0) / PW, max(y2 - y1, 1.0) / PH
-        for ph in range(PH):
-            for pw in range(PW):
-                g = dy[r, ph, pw].cpu().double() / (sr * sr)
-                for iy in range(sr):
-                    for ix in range(sr):
-                        y = y1 + ph * bh + (iy + 0.5) * bh / sr
-                        xx = x1 + pw * bw + (ix + 0.5) * bw / sr
-                        if y < -1.0 or y > H or xx < -1.0 or xx > W:
-                            continue
-                        y, xx = max(y, 0.0), max(xx, 0.0)
-                        y0, x0 = min(int(y), H - 1), min(int(xx), W - 1)
-                        ly = 0.0 if y0 >= H - 1 else y - y0
-                        lx = 0.0 if x0 >= W - 1 else xx - x0
-                        y_1, x_1 = min(y0 + 1, H - 1), min(x0 + 1, W - 1)
-                        dx[int(b), y0, x0] += g * (1 - ly) * (1 - lx)
-                        dx[int(b), y0, x_1] += g * (1 - ly) * lx
-                        dx[int(b), y_1, x0] += g * ly * (1 - lx)
-                        dx[int(b), y_1, x_1] += g * ly * lx
+    for r, b, ph, pw, y, x, wt in _roi_taps(rois, PH, PW, H, W, scale, sr, False):
+        dx[b, y, x] += wt * dy[r, ph, pw]
     return dx
 
 
