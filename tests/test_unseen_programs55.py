@@ -5,8 +5,9 @@ convolution as an implicit GEMM over negative floor-divided offsets; max pooling
 by T.reduce_max, nearest upsampling, ROI-align's backward by atomics, a pixel shuffle, adaptive
 average pooling over runtime windows, a channels-first LayerNorm (T.reduce_sum over dim 0), a
 depthwise 3-d convolution through a halo tile, a float16 max pool in a local, an integral image
-(T.cumsum both ways), a uint8 histogram by atomics, NMS's IoU bitmask, and bilinear upsampling
-with align_corners=True.
+(T.cumsum both ways), a uint8 histogram by atomics, NMS's IoU bitmask, bilinear upsampling
+with align_corners=True, a blur through a halo copy that starts before the image, and a
+deformable convolution.
 
 CPU: each builds to an sm_90a cubin and an sm_80 one, and what decides its result is read in
 the generated source.  All built and read right as first written; the integral image's scans
@@ -27,7 +28,7 @@ import unseen_programs55 as P
 f16, bf16 = torch.float16, torch.bfloat16
 
 NAMES = ["adaptive_avgpool2d", "avgpool2d_ceil_mode", "conv_transpose2d_implicit_gemm",
-         "depthwise_conv2d_nhwc_s2", "depthwise_conv3d_halo", "groupnorm_silu_nchw", "histogram_u8",
+         "deformable_conv2d_gemm", "depthwise_conv2d_nhwc_s2", "gaussian_blur_halo", "depthwise_conv3d_halo", "groupnorm_silu_nchw", "histogram_u8",
          "integral_image", "layernorm2d_channels_first", "maxpool2d_nhwc_ceil_reduce", "maxpool_fp16_local",
          "nchw_to_nhwc_shared", "nms_iou_bitmask", "pixel_shuffle_nhwc", "roi_align_backward_atomic",
          "roi_align_nhwc", "upsample_bilinear_align_corners", "upsample_nearest_nchw"]
@@ -195,6 +196,23 @@ def test_align_corners_scales_by_in_minus_one_over_out_minus_one():
     assert "sy = cutlass.Float32(oh) * cutlass.Float32(0.42105263157894735)" in src  # 8 / 19
     assert "sx = cutlass.Float32(ow) * cutlass.Float32(0.4)" in src  # 12 / 30
     assert "y1 = cutlass.min(y0 + 1, 8)" in src and "ly = sy - cutlass.Float32(y0)" in src
+
+
+def test_blur_halo_starts_one_pixel_before_the_tile():
+    src = _body("gaussian_blur_halo")  # sm_90a: TMA fills what lies outside the image with zeros
+    assert "tct.load(X_desc, tc_smem + 0, tc_bar0, (0, bx * 16 - 1, by * 8 - 1, n), 11520)" in src
+    sm80 = rounds.source(P.gaussian_blur_halo.get_tir(), "sm_80")  # by hand, both edges tested
+    assert ("if by * 8 - 1 + i1 >= 0 and by * 8 - 1 + i1 < 30 and bx * 16 - 1 + i2 >= 0 and "
+            "bx * 16 - 1 + i2 < 45:\n            tc_ld3 = X[n, by * 8 - 1 + i1, bx * 16 - 1 + i2, i3]") in sm80
+    assert "if by * 8 + i4 < 30 and bx * 16 + i5 < 45:" in src  # the store's partial tiles
+
+
+def test_deformable_gather_floors_offset_positions_and_zeroes_outside():
+    src = _body("deformable_conv2d_gemm")
+    assert "y = cutlass.Float32(oh - 1 + tap // 3) + tc_ld5" in src
+    assert "y0 = cutlass.Int32(cute.math.floor(y))" in src and "ly = y - cutlass.Float32(y0)" in src
+    assert re.search(r"v11 = cutlass\.select_\(y0 \+ 1 >= 0 and y0 \+ 1 < 12 and x0 \+ 1 >= 0 and x0 \+ 1 < 14, ", src)
+    assert 'tcm.tiled_mma("wgmma"' in src
 
 
 # ---- on a GPU, against torch -------------------------------------------------------------------
@@ -388,3 +406,32 @@ def test_upsample_bilinear_align_corners_on_gpu():
     x = rounds.randn(2, 4, 9, 13, dtype=f16)
     want = F.interpolate(x.float(), size=(20, 31), mode="bilinear", align_corners=True)
     rounds.close(P.upsample_bilinear_align_corners()(x), want, 1e-2)
+
+
+@pytest.mark.gpu
+def test_gaussian_blur_halo_on_gpu():
+    x = rounds.randn(2, 30, 45, 32, dtype=f16)
+    k = torch.tensor([1.0, 2.0, 1.0], device="cuda")
+    w = (k[:, None] * k[None, :] / 16).expand(32, 1, 3, 3)
+    want = F.conv2d(x.permute(0, 3, 1, 2).float(), w, padding=1, groups=32).permute(0, 2, 3, 1)
+    rounds.close(P.gaussian_blur_halo()(x), want, 1e-2)
+
+
+@pytest.mark.gpu
+def test_deformable_conv2d_gemm_on_gpu():
+    torch.manual_seed(5)
+    x = rounds.randn(1, 12, 14, 32)
+    off = rounds.randn(1, 12, 14, 9, 2, scale=1.5)
+    w = rounds.randn(64, 9 * 32, dtype=f16, scale=0.1)
+    y = P.deformable_conv2d_gemm()(x, off, w)
+    # the reference: each tap's bilinear sample by grid_sample (zeros outside), rounded to
+    # float16 as the kernel's A tile is, then the GEMM in float32
+    oh, ow = torch.meshgrid(torch.arange(12, device="cuda"), torch.arange(14, device="cuda"), indexing="ij")
+    cols = []
+    for tap in range(9):
+        py = oh - 1 + tap // 3 + off[0, :, :, tap, 0]
+        px = ow - 1 + tap % 3 + off[0, :, :, tap, 1]
+        grid = torch.stack([(2 * px + 1) / 14 - 1, (2 * py + 1) / 12 - 1], -1)[None]
+        cols.append(F.grid_sample(x.permute(0, 3, 1, 2), grid, align_corners=False, padding_mode="zeros")[0])
+    a = torch.stack(cols, 0).permute(2, 3, 0, 1).reshape(168, 9 * 32).half().float()
+    rounds.close(y, a @ w.float().T, 2e-2)

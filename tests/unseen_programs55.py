@@ -14,7 +14,9 @@ dim 0, a depthwise 3-d convolution whose halo is a T.copy of a 5-d slice into a 
 tile, and a float16 max pool in a T.alloc_local with -T.infinity and chained comparisons; an
 integral image (T.cumsum along both dims of a shared tile), a uint8 image histogram (shared
 then global T.atomic_add), torchvision NMS's IoU bitmask (uint64 bits by T.shift_left), and
-bilinear upsampling with align_corners=True under threads=(32, 4).
+bilinear upsampling with align_corners=True under threads=(32, 4); a 3x3 blur whose halo is a
+T.copy slice starting one pixel before the tile (negative at the image's top-left), and a
+deformable convolution (DCNv1) whose A tile is a bilinear gather at learned offsets.
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs55.py`` builds each to a cubin
@@ -549,5 +551,70 @@ def upsample_bilinear_align_corners(N=2, C=4, H=9, W=13, OH=20, OW=31, bh=4, bw=
                     v = ((1 - ly) * ((1 - lx) * X[n, c, y0, x0] + lx * X[n, c, y0, x1])
                          + ly * ((1 - lx) * X[n, c, y1, x0] + lx * X[n, c, y1, x1]))
                     Y[n, c, oh, ow] = T.cast(v, T.float16)
+
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def gaussian_blur_halo(N=2, H=30, W=45, C=32, bh=8, bw=16, threads=128):
+    """A 3x3 binomial blur (zero padding) on NHWC: the (bh + 2, bw + 2, C) halo is a T.copy whose
+    slice starts one row / column before the tile (negative at the top-left tiles)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((N, H, W, C), T.float16), Y: T.Tensor((N, H, W, C), T.float16)):
+        with T.Kernel(T.ceildiv(W, bw), T.ceildiv(H, bh), N, threads=threads) as (bx, by, n):
+            halo = T.alloc_shared((bh + 2, bw + 2, C), T.float16)
+            acc = T.alloc_fragment((bh, bw, C), T.float32)
+            T.copy(X[n, by * bh - 1:by * bh + bh + 1, bx * bw - 1:bx * bw + bw + 1, :], halo)
+            T.clear(acc)
+            for kh, kw in T.grid(3, 3):
+                for i, j, c in T.Parallel(bh, bw, C):
+                    acc[i, j, c] += (T.cast(halo[i + kh, j + kw, c], T.float32)
+                                     * ((2 - (kh - 1) * (kh - 1)) * (2 - (kw - 1) * (kw - 1))) / 16.0)
+            T.copy(acc, Y[n, by * bh:(by + 1) * bh, bx * bw:(bx + 1) * bw, :])
+
+    return main
+
+
+@tilelang.jit(out_idx=[3])
+def deformable_conv2d_gemm(N=1, H=12, W=14, C=32, F=64, KS=3, bm=64, bn=64, bk=32):
+    """A deformable convolution (DCNv1, stride 1, padding 1) as a GEMM: the A tile samples X at
+    (oh - 1 + kh + dy, ow - 1 + kw + dx) bilinearly (offsets per pixel and tap), zero outside."""
+    P = N * H * W
+    Kdim = KS * KS * C
+
+    @T.prim_func
+    def main(X: T.Tensor((N, H, W, C), T.float32), off: T.Tensor((N, H, W, KS * KS, 2), T.float32),
+             Wt: T.Tensor((F, Kdim), T.float16), Y: T.Tensor((P, F), T.float32)):
+        with T.Kernel(T.ceildiv(F, bn), T.ceildiv(P, bm), threads=128) as (bx, by):
+            a_s = T.alloc_shared((bm, bk), T.float16)
+            b_s = T.alloc_shared((bn, bk), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(Kdim, bk), num_stages=1):
+                for i, j in T.Parallel(bm, bk):
+                    p = by * bm + i
+                    kk = k * bk + j
+                    n = p // (H * W)
+                    oh = p % (H * W) // W
+                    ow = p % W
+                    tap = kk // C
+                    c = kk % C
+                    y = oh - 1 + tap // KS + off[n, oh, ow, tap, 0]
+                    x = ow - 1 + tap % KS + off[n, oh, ow, tap, 1]
+                    y0 = T.cast(T.floor(y), T.int32)
+                    x0 = T.cast(T.floor(x), T.int32)
+                    ly = y - y0
+                    lx = x - x0
+                    v00 = T.if_then_else(y0 >= 0 and y0 < H and x0 >= 0 and x0 < W, X[n, y0, x0, c], 0.0)
+                    v01 = T.if_then_else(y0 >= 0 and y0 < H and x0 + 1 >= 0 and x0 + 1 < W, X[n, y0, x0 + 1, c], 0.0)
+                    v10 = T.if_then_else(y0 + 1 >= 0 and y0 + 1 < H and x0 >= 0 and x0 < W, X[n, y0 + 1, x0, c], 0.0)
+                    v11 = T.if_then_else(y0 + 1 >= 0 and y0 + 1 < H and x0 + 1 >= 0 and x0 + 1 < W,
+                                         X[n, y0 + 1, x0 + 1, c], 0.0)
+                    v = (1 - ly) * ((1 - lx) * v00 + lx * v01) + ly * ((1 - lx) * v10 + lx * v11)
+                    a_s[i, j] = T.if_then_else(p < P, T.cast(v, T.float16), T.float16(0))
+                T.copy(Wt[bx * bn, k * bk], b_s)
+                T.gemm(a_s, b_s, acc, transpose_B=True)
+            T.copy(acc, Y[by * bm, bx * bn])
 
     return main
