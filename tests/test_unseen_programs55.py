@@ -6,8 +6,8 @@ by T.reduce_max, nearest upsampling, ROI-align's backward by atomics, a pixel sh
 average pooling over runtime windows, a channels-first LayerNorm (T.reduce_sum over dim 0), a
 depthwise 3-d convolution through a halo tile, a float16 max pool in a local, an integral image
 (T.cumsum both ways), a uint8 histogram by atomics, NMS's IoU bitmask, bilinear upsampling
-with align_corners=True, a blur through a halo copy that starts before the image, and a
-deformable convolution.
+with align_corners=True, a blur through a halo copy that starts before the image, a
+deformable convolution, and a 1x1 convolution with batch-norm, hardswish and a residual.
 
 CPU: each builds to an sm_90a cubin and an sm_80 one, and what decides its result is read in
 the generated source.  All built and read right as first written; the integral image's scans
@@ -27,11 +27,13 @@ import unseen_programs55 as P
 
 f16, bf16 = torch.float16, torch.bfloat16
 
-NAMES = ["adaptive_avgpool2d", "avgpool2d_ceil_mode", "conv_transpose2d_implicit_gemm",
-         "deformable_conv2d_gemm", "depthwise_conv2d_nhwc_s2", "gaussian_blur_halo", "depthwise_conv3d_halo", "groupnorm_silu_nchw", "histogram_u8",
-         "integral_image", "layernorm2d_channels_first", "maxpool2d_nhwc_ceil_reduce", "maxpool_fp16_local",
-         "nchw_to_nhwc_shared", "nms_iou_bitmask", "pixel_shuffle_nhwc", "roi_align_backward_atomic",
-         "roi_align_nhwc", "upsample_bilinear_align_corners", "upsample_nearest_nchw"]
+NAMES = ["adaptive_avgpool2d", "avgpool2d_ceil_mode", "conv1x1_bn_hardswish_residual",
+         "conv_transpose2d_implicit_gemm", "deformable_conv2d_gemm", "depthwise_conv2d_nhwc_s2",
+         "depthwise_conv3d_halo", "gaussian_blur_halo", "groupnorm_silu_nchw", "histogram_u8",
+         "integral_image", "layernorm2d_channels_first", "maxpool2d_nhwc_ceil_reduce",
+         "maxpool_fp16_local", "nchw_to_nhwc_shared", "nms_iou_bitmask", "pixel_shuffle_nhwc",
+         "roi_align_backward_atomic", "roi_align_nhwc", "upsample_bilinear_align_corners",
+         "upsample_nearest_nchw"]
 
 _arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
 
@@ -107,7 +109,8 @@ def test_conv_transpose_divides_negative_offsets_by_floor():
 def test_maxpool_ceil_mode_pads_the_window_with_minus_infinity_and_reduces_dim0():
     src = _body("maxpool2d_nhwc_ceil_reduce")
     assert "cute.make_layout((2, 9, 8, 64,)" in src  # ceil_mode: 9 x 8, not floor's 8 x 8
-    assert re.search(r"win\[tc_lane\d+\] = cutlass\.select_\(ih < 18 and iw < 17, cutlass\.Float32\(tc_\w+\[tc_lane\d+\]\), "
+    assert re.search(r"win\[tc_lane\d+\] = cutlass\.select_\(ih < 18 and iw < 17, "
+                     r"cutlass\.Float32\(tc_\w+\[tc_lane\d+\]\), "
                      r'cutlass\.Float32\(float\("-inf"\)\)\)', src)
     # the vector load is taken only where its row is inside (iw <= 16 always: OW = 8)
     assert "if oh * 2 + t // 3 < 18:" in src
@@ -148,7 +151,8 @@ def test_channels_first_layernorm_reduces_over_channels():
     assert src.count("tcr.grouped_rows(") == 2  # mean and variance, one per pixel column
     assert "x_moved2[(i6 + tc_lane9) * 48 + i5]" in src  # the (C, bp) tile moved pixel-major for dim 0
     assert "- mean[(p + tc_lane25)] / cutlass.Float32(48.0)" in src
-    assert "cute.math.rsqrt(var[(p_2_ + tc_lane47)] / cutlass.Float32(48.0) + cutlass.Float32(1e-06)) * w[c_2_] + b[c_2_]" in src
+    assert ("cute.math.rsqrt(var[(p_2_ + tc_lane47)] / cutlass.Float32(48.0) + cutlass.Float32(1e-06))"
+            " * w[c_2_] + b[c_2_]") in src
     assert "if bx * 64 + (i4 + tc_lane52) < 300:" in src  # the last tile's store is masked
 
 
@@ -213,6 +217,18 @@ def test_deformable_gather_floors_offset_positions_and_zeroes_outside():
     assert "y0 = cutlass.Int32(cute.math.floor(y))" in src and "ly = y - cutlass.Float32(y0)" in src
     assert re.search(r"v11 = cutlass\.select_\(y0 \+ 1 >= 0 and y0 \+ 1 < 12 and x0 \+ 1 >= 0 and x0 \+ 1 < 14, ", src)
     assert 'tcm.tiled_mma("wgmma"' in src
+
+
+def test_conv1x1_epilogue_folds_bn_then_hardswish_then_residual():
+    src = _body("conv1x1_bn_hardswish_residual")
+    assert "v = acc[tc_r3 + tc_lane9] * ss[0, bx * 32 + (j + tc_lane9)] + ss[1, bx * 32 + (j + tc_lane9)]" in src
+    # T.clamp(v + 3, 0, 6) of a float: TileLang's tl::clamp (NaN passes), the int bounds as floats
+    assert ("v_1_ = v * cutlass.select_(cutlass.Boolean(cute.math.isnan(v + cutlass.Float32(3.0))), "
+            "v + cutlass.Float32(3.0), "
+            "cute.arch.fmin(cute.arch.fmax(v + cutlass.Float32(3.0), cutlass.Float32(0.0)), cutlass.Float32(6.0))) "
+            "/ cutlass.Float32(6.0)") in src
+    assert re.search(r"= cutlass\.Float16\(v_1_ \+ cutlass\.Float32\(tc_vec\d+\[tc_lane\d+\]\)\)", src)
+    assert "tct.store(Y_desc, tc_smem + 0, (bx * 32, by * 64)" in src  # the partial last rows clipped by TMA
 
 
 # ---- on a GPU, against torch -------------------------------------------------------------------
@@ -315,7 +331,7 @@ def test_upsample_nearest_nchw_on_gpu():
 def _roi_align_backward_reference(dy, rois, H, W, scale, sr):
     """The gradient of roi_align(aligned=False) on NHWC, in float64 on the CPU."""
     dy = dy.cpu().double()
-    R, PH, PW, C = dy.shape
+    _, PH, PW, C = dy.shape
     dx = torch.zeros(2, H, W, C, dtype=torch.float64)
     for r, b, ph, pw, y, x, wt in _roi_taps(rois, PH, PW, H, W, scale, sr, False):
         dx[b, y, x] += wt * dy[r, ph, pw]
@@ -435,3 +451,11 @@ def test_deformable_conv2d_gemm_on_gpu():
         cols.append(F.grid_sample(x.permute(0, 3, 1, 2), grid, align_corners=False, padding_mode="zeros")[0])
     a = torch.stack(cols, 0).permute(2, 3, 0, 1).reshape(168, 9 * 32).half().float()
     rounds.close(y, a @ w.float().T, 2e-2)
+
+
+@pytest.mark.gpu
+def test_conv1x1_bn_hardswish_residual_on_gpu():
+    x, w = rounds.randn(200, 64, dtype=f16), rounds.randn(64, 96, dtype=f16, scale=0.2)
+    ss, r = torch.stack([rounds.randn(96) * 0.5 + 1, rounds.randn(96)]), rounds.randn(200, 96, dtype=f16)
+    want = F.hardswish(x.float() @ w.float() * ss[0] + ss[1]) + r.float()
+    rounds.close(P.conv1x1_bn_hardswish_residual()(x, w, ss, r), want, 2e-2)

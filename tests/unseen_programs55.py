@@ -16,7 +16,9 @@ integral image (T.cumsum along both dims of a shared tile), a uint8 image histog
 then global T.atomic_add), torchvision NMS's IoU bitmask (uint64 bits by T.shift_left), and
 bilinear upsampling with align_corners=True under threads=(32, 4); a 3x3 blur whose halo is a
 T.copy slice starting one pixel before the tile (negative at the image's top-left), and a
-deformable convolution (DCNv1) whose A tile is a bilinear gather at learned offsets.
+deformable convolution (DCNv1) whose A tile is a bilinear gather at learned offsets; and a 1x1
+convolution with folded batch-norm, hardswish by T.clamp with integer bounds, and a residual,
+stored through a shared tile.
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs55.py`` builds each to a cubin
@@ -616,5 +618,33 @@ def deformable_conv2d_gemm(N=1, H=12, W=14, C=32, F=64, KS=3, bm=64, bn=64, bk=3
                 T.copy(Wt[bx * bn, k * bk], b_s)
                 T.gemm(a_s, b_s, acc, transpose_B=True)
             T.copy(acc, Y[by * bm, bx * bn])
+
+    return main
+
+
+@tilelang.jit(out_idx=[3])
+def conv1x1_bn_hardswish_residual(P=200, C=64, F=96, bm=64, bn=32, bk=32):
+    """A 1x1 conv (NHWC flattened to pixels) with folded batch-norm (scale, shift per filter), a
+    hardswish x * clamp(x + 3, 0, 6) / 6 with integer bounds, and a residual added from Y's
+    input, via a shared staging tile."""
+
+    @T.prim_func
+    def main(X: T.Tensor((P, C), T.float16), Wt: T.Tensor((C, F), T.float16),
+             ss: T.Tensor((2, F), T.float32), Y: T.Tensor((P, F), T.float16), R: T.Tensor((P, F), T.float16)):
+        with T.Kernel(T.ceildiv(F, bn), T.ceildiv(P, bm), threads=128) as (bx, by):
+            a_s = T.alloc_shared((bm, bk), T.float16)
+            b_s = T.alloc_shared((bk, bn), T.float16)
+            acc = T.alloc_fragment((bm, bn), T.float32)
+            o_s = T.alloc_shared((bm, bn), T.float16)
+            T.clear(acc)
+            for k in T.Pipelined(C // bk, num_stages=2):
+                T.copy(X[by * bm, k * bk], a_s)
+                T.copy(Wt[k * bk, bx * bn], b_s)
+                T.gemm(a_s, b_s, acc)
+            for i, j in T.Parallel(bm, bn):
+                v = acc[i, j] * ss[0, bx * bn + j] + ss[1, bx * bn + j]
+                v = v * T.clamp(v + 3, 0, 6) / 6
+                o_s[i, j] = T.cast(v + T.cast(R[by * bm + i, bx * bn + j], T.float32), T.float16)
+            T.copy(o_s, Y[by * bm, bx * bn])
 
     return main
