@@ -143,6 +143,30 @@ def test_cumsum_parses_to_a_scan_and_builds(tmp_path):
         assert tilecute.build_cubin(func, arch, out_dir=str(tmp_path / arch)).kernel_names
 
 
+SCAN_3D = _script("""
+    s = T.alloc_shared((2, 8, 32), "float32")
+    T.copy(A[bx * 2, 0, 0], s)
+    T.cumsum(s, dim=0)
+    T.cumsum(s, dim=1)
+    T.cumsum(s, dim=2)
+    T.copy(s, B[bx * 2, 0, 0])
+""", 'A: T.Tensor((8, 8, 32), "float32"), B: T.Tensor((8, 8, 32), "float32")')
+
+
+def test_scan_lines_index_each_dim_without_moot_divisions(tmp_path):
+    """A line's index over the other dims is written plainly: no `// 1`, and no `% n` where
+    the line number is already below n (an integral image's two scans read s[pos * W + line]
+    and s[line * W + pos])."""
+    src = _source(T.from_script(SCAN_3D), "sm_80")
+    lines = re.findall(r"tc_scan\d+\[tc_c\d+\] = s\[(.*)\]", src)
+    assert [re.sub(r"tc_(line|pos)\d+", r"\1", x) for x in lines] == [
+        "pos * 256 + line // 32 * 32 + line % 32",  # dim 0: line runs over (8, 32)
+        "line // 32 * 256 + pos * 32 + line % 32",  # dim 1: line = (outer, inner)
+        "line // 8 * 256 + line % 8 * 32 + pos"]  # dim 2: line runs over (2, 8)
+    assert "// 1" not in src
+    tilecute.build_cubin(T.from_script(SCAN_3D), "sm_80", out_dir=str(tmp_path))
+
+
 def test_cummax_of_a_fragment_goes_through_shared_memory(tmp_path):
     func = T.from_script(_script("""
         f = T.alloc_fragment((64, 32), "float32")

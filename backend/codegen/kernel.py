@@ -827,14 +827,16 @@ class KernelEmitter:
         vals, pos = out.fresh("scan"), out.fresh("pos")
         i32 = lambda v: N.Const(v, "int32")  # noqa: E731
         line_var, pos_var = N.Var(line), N.Var(pos)
-        o, i = N.binop("floordiv", line_var, i32(inner)), N.binop("mod", line_var, i32(inner))
+        # line = o * inner + i (o < outer, i < inner): no `// 1`, and no `%` a range makes moot
+        o = line_var if inner == 1 else N.binop("floordiv", line_var, i32(inner))
+        i = line_var if outer == 1 else N.binop("mod", line_var, i32(inner))
 
-        def unflatten(flat, dims):  # a row-major flat index over `dims` -> one index per dim
+        def unflatten(flat, dims):  # a row-major flat index (< prod(dims)) -> one index per dim
             out_, rest = [], math.prod(dims)
-            for d in dims:
+            for k, d in enumerate(dims):
                 rest //= d
-                out_.append(N.binop("mod", N.binop("floordiv", flat, i32(rest)), i32(d)) if d > 1
-                            else i32(0))
+                q = flat if rest == 1 else N.binop("floordiv", flat, i32(rest))
+                out_.append(i32(0) if d == 1 else q if k == 0 else N.binop("mod", q, i32(d)))
             return out_
         indices = tuple(unflatten(o, shape[:s.dim]) + [pos_var] + unflatten(i, shape[s.dim + 1:]))
         self.ranges[line] = (0, lines - 1)
