@@ -1,0 +1,231 @@
+"""A fifty-sixth set of programs in TileLang's idioms (tests/unseen_programs56.py): quantisation
+formats -- an NVFP4 weight GEMM (e2m1 pairs, e4m3 scale per 16, a global fp32 scale), GPTQ int4
+with act-order g_idx, AWQ int4 in its interleaved nibble order, per-tensor dynamic fp8 (abs-max
+by T.atomic_max, then scale and cast) and an NVFP4 quantize-and-pack kernel.
+
+CPU: each builds to an sm_90a cubin (and an sm_80 one where it has no fp8), and what decides
+its result is read in the generated source.  All built and read right as first written.
+GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs56.py``)."""
+
+import re
+
+import pytest
+import torch
+
+import tilecute
+from tilecute.codegen.source import CodegenError
+import rounds
+import unseen_programs56 as P
+
+f16, bf16, i32, e4m3 = torch.float16, torch.bfloat16, torch.int32, torch.float8_e4m3fn
+
+NAMES = ["awq_interleaved_gemm", "gptq_act_order_gemm", "nvfp4_dequant_gemm", "nvfp4_quantize_pack",
+         "tensor_amax", "tensor_fp8_quant"]
+# no sm_80 cubin: float8 casts (sm_89+)
+SM90_ONLY = {"nvfp4_dequant_gemm", "nvfp4_quantize_pack", "tensor_fp8_quant"}
+
+_arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
+
+
+def _body(name):
+    """The @cute.kernel functions' text (not the launch wrapper)."""
+    src = getattr(P, name)().get_kernel_source()
+    return "\n".join(part.split("\n@cute.jit", 1)[0] for part in src.split("\n@cute.kernel\n")[1:])
+
+
+test_every_program_is_listed = rounds.every_public_program_is_listed(P, NAMES)
+test_program_builds_a_cubin = rounds.builds_a_cubin(NAMES, lambda n: getattr(P, n)())
+test_program_builds_an_sm80_cubin = rounds.builds_cubin(
+    sorted(set(NAMES) - SM90_ONLY), rounds.tir_of(P), "sm_80")
+
+
+def test_e4m3_scales_are_refused_on_sm80(tmp_path):
+    with pytest.raises(CodegenError, match=r"unseen_programs56\.py:\d+: prim_func 'main': a cast from "
+                                           r"float8_e4m3 to float32: float8 values convert only on sm_89\+"):
+        tilecute.build_cubin(P.nvfp4_dequant_gemm.get_tir(), "sm_80", out_dir=str(tmp_path))
+
+
+# ---- what decides each result, in the generated source -----------------------------------------
+def test_nvfp4_weight_is_code_times_block_scale_times_global():
+    src = _body("nvfp4_dequant_gemm")
+    assert '"wgmma"' in src and "g[0] = G[0]" in src
+    # the nibble: the even K element in the low four bits
+    assert re.search(r"nib = cutlass\.Uint8\(q_s\[n \* 64 \+ \((j \+ \w+)\) // 2\]\) >> "
+                     r"cutlass\.Uint8\(\(\1\) % 2 \* 4\) & cutlass\.Uint8\(15\)", src)
+    # e2m1: exponent 0 is m / 2, else 2^(e - 1) (1 + m / 2); bit 3 the sign
+    assert "cutlass.select_(nib & cutlass.Uint8(8) != cutlass.Uint8(0), cutlass.Float32(0.0) - " in src
+    assert ("cute.math.exp2(cutlass.Float32(nib >> cutlass.Uint8(1) & cutlass.Uint8(3)) - cutlass.Float32(1.0))"
+            " * (cutlass.Float32(1.0) + cutlass.Float32(nib & cutlass.Uint8(1)) * cutlass.Float32(0.5))") in src
+    # one e4m3 scale per 16 of K (8 per row of the 128-wide tile), then the global scale
+    assert re.search(r"\* cutlass\.Float32\(s_s\[n \* 8 \+ \(j \+ \w+\) // 16\]\) \* g\[0\]\)", src)
+    assert "s_s[i3 * 8 + i4] = Bs[bx * 128 + i3, k * 128 // 16 + i4]" in src
+
+
+def test_gptq_takes_each_k_rows_group_from_g_idx():
+    src = _body("gptq_act_order_gemm")
+    assert '"wgmma"' in src
+    # K row kk is nibble kk % 8 of packed row kk // 8
+    assert re.search(r"q = \w+\[\w+\] >> kk % 8 \* 4 & 15", src)
+    assert re.search(r"q = q_s\[kk // 8 \* 128 \+ \(n \+ \w+\)\] >> kk % 8 \* 4 & 15", src)
+    # zero point: column col in nibble col % 8 of the row of group g_idx[kk], plus one
+    assert "gi = g_s[kk]" in src and "= Qz[gi, col // 8]" in src
+    assert re.search(r"z = \(\w+ >> \(col - col // 8 \* 8\) \* 4 & 15\) \+ 1", src)
+    # the scale row is the group too (vectorized: g_s[kk] * N)
+    assert "Sc.iterator + cute.assume(g_s[kk] * 256 + bx * 128 + n, divby=8)" in src
+    assert re.search(r"= Sc\[gi, col\]", src)
+
+
+def test_awq_unpacks_in_its_interleaved_order():
+    src = _body("awq_interleaved_gemm")
+    shift = re.search(r"shift = \(\((n \+ \w+)\) % 8 % 2 \* 4 \+ \(\1\) % 8 // 2\) \* 4", src)
+    assert shift, src
+    lane = shift.group(1)
+    assert f"q = q_s[kk * 8 + ({lane}) // 8] >> shift & 15" in src
+    assert f"z = z_s[({lane}) // 8] >> shift & 15" in src
+    assert re.search(r"w_l\[\w+ \* 8 \+ \w+\] = cutlass\.Float16\(q - z\) \* \w+\[\w+\]", src)
+    # one zero / scale row per K tile (block_K 64 within a 128 group), by TMA
+    assert "(bx * 64 // 8, tc_j0 * 64 // 128), 32)  # TMA load of a 1x8 box of Qz" in src
+    assert "(bx * 64, tc_j0 * 64 // 128), 128)  # TMA load of a 1x64 box of Sc" in src
+
+
+def test_tensor_amax_reduces_the_block_then_one_atomic_max():
+    src = _body("tensor_amax")
+    assert "cute.math.absf(x_l[" in src and 'tcr.block_allreduce(tc_red9, "max"' in src
+    assert re.search(r"tot\[i1\] = cute\.arch\.fmax\(tot\[i1\], row\[k2\]\)", src)
+    assert src.count("atomic_max") == 1 and "tca.atomic_max(Amax, (0,), tot[0])" in src
+
+
+def test_tensor_fp8_quant_scales_by_448_over_amax_and_saturates():
+    src = _body("tensor_fp8_quant")
+    assert "amax = cute.arch.fmax(Amax[0], cutlass.Float32(1e-12))" in src
+    assert "inv[0] = cutlass.Float32(448.0) / amax" in src
+    assert re.search(r"if bx == 0 and by == 0:\s+Scale\[0\] = amax / cutlass\.Float32\(448\.0\)", src)
+    assert ("cutlass.Float8E4M3FN(cutlass.select_(cutlass.Boolean(cute.math.isnan(v)), v, cute.arch.fmin("
+            "cute.arch.fmax(v, cutlass.Float32(-448.0)), cutlass.Float32(448.0))))") in src
+
+
+def test_nvfp4_quantize_rounds_to_e2m1_and_packs_low_nibble_first():
+    src = _body("nvfp4_quantize_pack")
+    assert "tcr.grouped_rows(" in src
+    assert re.search(r"s_l\[(\w+ \* 32 \+ \w+)\] = cutlass\.Float8E4M3FN\(cute\.arch\.fmin\(amax\[\1\] / "
+                     r"cutlass\.Float32\(6\.0\) / g, cutlass\.Float32\(448\.0\)\)\)", src)
+    assert re.search(r"sf = cutlass\.Float32\(s_l\[\w+ \* 32 \+ \w+\]\) \* g", src)
+    # the seven midpoints between the eight e2m1 magnitudes, in order
+    cuts = re.findall(r"a (<=?) cutlass\.Float32\(([\d.]+)\), (\d)", src)
+    assert cuts == [("<=", "0.25", "0"), ("<", "0.75", "1"), ("<=", "1.25", "2"), ("<", "1.75", "3"),
+                    ("<=", "2.5", "4"), ("<", "3.5", "5"), ("<=", "5.0", "6")]
+    assert re.search(r"select_\(x_l\[\w+\] < cutlass\.Float32\(0\.0\), 8, 0\)", src)
+    assert re.search(r"Q\[bm \* 4 \+ (\w+), j\] = cutlass\.Uint8\(code\[\1 \* 512 \+ 2 \* j\]\) \| "
+                     r"cutlass\.Uint8\(code\[\1 \* 512 \+ 2 \* j \+ 1\]\) << cutlass\.Uint8\(4\)", src)
+
+
+# ---- on the GPU ----------------------------------------------------------------------------
+_E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+
+
+def _e2m1_lut(device):
+    return torch.tensor(_E2M1 + [-v for v in _E2M1], device=device)
+
+
+def _nibbles_along_last(q_u8):
+    """(R, C/2) uint8 -> (R, C) codes, the even element in the low nibble."""
+    lo, hi = q_u8 & 0xF, q_u8 >> 4
+    return torch.stack([lo, hi], dim=-1).flatten(-2).long()
+
+
+def _int4_along(packed, order, dim):
+    """Unpack eight 4-bit fields of int32 along ``dim``: field ``order[j]`` holds element j."""
+    shifts = torch.tensor([4 * s for s in order], device=packed.device, dtype=torch.int32)
+    x = (packed.unsqueeze(-1) >> shifts) & 0xF  # (..., 8) element j last
+    if dim == 0:
+        return x.permute(0, 2, 1).reshape(-1, packed.shape[1])
+    return x.reshape(packed.shape[0], -1)
+
+
+@pytest.mark.gpu
+def test_nvfp4_dequant_gemm_on_gpu():
+    torch.manual_seed(0)
+    M, N, K = 256, 256, 512
+    A = torch.randn(M, K, device="cuda", dtype=bf16)
+    Bq = torch.randint(0, 256, (N, K // 2), device="cuda", dtype=torch.uint8)
+    Bs = (torch.rand(N, K // 16, device="cuda") * 0.5 + 0.01).to(e4m3)
+    G = torch.tensor([0.75], device="cuda")
+    C = P.nvfp4_dequant_gemm()(A, Bq, Bs, G)
+    W = _e2m1_lut("cuda")[_nibbles_along_last(Bq)] * Bs.float().repeat_interleave(16, dim=1) * G
+    rounds.close(C, A.float() @ W.to(bf16).float().T, 2e-2)
+
+
+@pytest.mark.gpu
+def test_gptq_act_order_gemm_on_gpu():
+    torch.manual_seed(1)
+    M, N, K, group = 128, 256, 512, 128
+    A = torch.randn(M, K, device="cuda", dtype=f16)
+    Qw = torch.randint(-2**31, 2**31, (K // 8, N), device="cuda", dtype=torch.int64).to(i32)
+    Qz = torch.randint(-2**31, 2**31, (K // group, N // 8), device="cuda", dtype=torch.int64).to(i32)
+    Sc = (torch.rand(K // group, N, device="cuda") * 0.02 + 0.001).to(f16)
+    gidx = (torch.randperm(K, device="cuda") // group).to(i32)  # act-order: groups permuted along K
+    C = P.gptq_act_order_gemm()(A, Qw, Qz, Sc, gidx)
+    q = _int4_along(Qw, range(8), dim=0)  # (K, N)
+    z = _int4_along(Qz, range(8), dim=1) + 1  # (G, N)
+    W = ((q - z[gidx.long()]).to(f16) * Sc[gidx.long()]).float()
+    rounds.close(C, A.float() @ W, 2e-2)
+
+
+@pytest.mark.gpu
+def test_awq_interleaved_gemm_on_gpu():
+    torch.manual_seed(2)
+    M, N, K, group = 128, 256, 512, 128
+    A = torch.randn(M, K, device="cuda", dtype=f16)
+    Qw = torch.randint(-2**31, 2**31, (K, N // 8), device="cuda", dtype=torch.int64).to(i32)
+    Qz = torch.randint(-2**31, 2**31, (K // group, N // 8), device="cuda", dtype=torch.int64).to(i32)
+    Sc = (torch.rand(K // group, N, device="cuda") * 0.02 + 0.001).to(f16)
+    C = P.awq_interleaved_gemm()(A, Qw, Qz, Sc)
+    order = [0, 4, 1, 5, 2, 6, 3, 7]  # column j of eight in nibble order[j] (packed 0,2,4,6,1,3,5,7)
+    q = _int4_along(Qw, order, dim=1)
+    z = _int4_along(Qz, order, dim=1).repeat_interleave(group, dim=0)
+    W = ((q - z).to(f16) * Sc.repeat_interleave(group, dim=0)).float()
+    rounds.close(C, A.float() @ W, 2e-2)
+
+
+@pytest.mark.gpu
+def test_tensor_fp8_dynamic_quant_on_gpu():
+    torch.manual_seed(3)
+    X = torch.randn(1000, 1024, device="cuda", dtype=bf16) * 3
+    Amax = torch.zeros(1, device="cuda")
+    P.tensor_amax()(X, Amax)
+    want = X.float().abs().max()
+    assert Amax[0] == want
+    Xq, Scale = P.tensor_fp8_quant()(X, Amax)
+    torch.testing.assert_close(Scale[0], want / 448.0)
+    ref = (X.float() * (448.0 / want)).clamp(-448.0, 448.0).to(e4m3)
+    torch.testing.assert_close(Xq.float(), ref.float(), rtol=0.07, atol=1e-3)
+    assert (Xq.float() == ref.float()).float().mean() > 0.999
+    # all zeros: scale 1e-12 / 448, codes 0
+    Amax.zero_()
+    Z = torch.zeros_like(X)
+    P.tensor_amax()(Z, Amax)
+    Zq, _ = P.tensor_fp8_quant()(Z, Amax)
+    assert Amax[0] == 0 and not Zq.float().any()
+
+
+@pytest.mark.gpu
+def test_nvfp4_quantize_pack_on_gpu():
+    torch.manual_seed(4)
+    M, K = 300, 512
+    X = torch.randn(M, K, device="cuda", dtype=bf16)
+    G = torch.tensor([X.float().abs().max().item() / (448.0 * 6.0)], device="cuda")
+    Q, S = P.nvfp4_quantize_pack()(X, G)
+    x = X.float().view(M, K // 16, 16)
+    s = (x.abs().amax(-1) / 6.0 / G).clamp(max=448.0).to(e4m3)
+    torch.testing.assert_close(S.float(), s.float(), rtol=0.07, atol=0)
+    assert (S.float() == s.float()).float().mean() > 0.999
+    sf = (s.float() * G).unsqueeze(-1)
+    a = (x / sf).abs()
+    mid = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], device="cuda")
+    mag = torch.bucketize(a, mid)  # nearest e2m1 magnitude (a tie may land either side)
+    code = mag + 8 * (x < 0)
+    got = _nibbles_along_last(Q).view(M, K // 16, 16)
+    assert (got == code).float().mean() > 0.999
+    # what the codes mean: each value within half a step of its group's scale
+    deq = _e2m1_lut("cuda")[got] * S.float().unsqueeze(-1) * G
+    assert ((deq - x).abs() <= 1.01 * sf * torch.where(a > 4, 1.0, torch.where(a > 2, 0.5, 0.25))).all()

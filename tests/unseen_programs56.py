@@ -1,0 +1,215 @@
+"""A fifty-sixth set of programs in TileLang's idioms (written for tilecute, not taken from
+TileLang): weight and activation quantisation formats as inference engines ship them --
+an NVFP4 weight GEMM (e2m1 pairs in uint8, an e4m3 scale per 16 K elements and one global
+float32 scale read from a tensor), GPTQ int4 with act-order (qweight int32 packed eight along
+K, the group of each K row taken from g_idx, packed int32 zero points), AWQ int4 with its
+interleaved nibble order (column j of eight sits in nibble 0,4,1,5,2,6,3,7), per-tensor dynamic
+fp8 quantisation in two launches (a block abs-max reduced into one float32 by T.atomic_max,
+then x * 448 / amax cast to e4m3), and the inverse of the NVFP4 GEMM: a quantize-and-pack
+kernel (per 16-group e4m3 scales under the global scale, nearest e2m1 code, two nibbles to a
+byte).
+
+The file reads as TileLang after swapping its two import lines (``import tilelang`` /
+``import tilelang.language as T``); ``tests/test_unseen_programs56.py`` builds each to a cubin
+on the CPU, checks what decides the result in the generated source, and on a GPU compares it
+with torch."""
+
+import tilecute as tilelang
+import tilecute.language as T
+
+
+def _e2m1(nib):
+    """The float32 value of an fp4 e2m1 code (a uint8 0..15): sign bit 3, exponent bits 2..1
+    (bias 1), mantissa bit 0; exponent 0 is the subnormal 0 / 0.5."""
+    e = T.cast((nib >> 1) & T.uint8(3), T.float32)
+    m = T.cast(nib & T.uint8(1), T.float32)
+    mag = T.if_then_else(e == 0.0, m * 0.5, T.exp2(e - 1.0) * (1.0 + m * 0.5))
+    return T.if_then_else((nib & T.uint8(8)) != T.uint8(0), -mag, mag)
+
+
+# ---- NVFP4: e2m1 x e4m3 block scale (16) x a global fp32 scale --------------------------------
+@tilelang.jit(out_idx=[4])
+def nvfp4_dequant_gemm(M=256, N=256, K=512, block_M=128, block_N=128, block_K=128, threads=256):
+    """C = A @ dequant(Bq)^T: Bq (N, K/2) holds two e2m1 codes per byte (the even K element in
+    the low nibble), Bs (N, K/16) one float8_e4m3 scale per 16 K elements, G (1,) the global
+    float32 scale; each weight is e2m1 * float(e4m3) * G, dequantized tile by tile into shared
+    bfloat16 before a wgmma."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.bfloat16), Bq: T.Tensor((N, K // 2), T.uint8),
+             Bs: T.Tensor((N, K // 16), T.float8_e4m3), G: T.Tensor((1,), T.float32),
+             C: T.Tensor((M, N), T.bfloat16)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            a_s = T.alloc_shared((block_M, block_K), T.bfloat16)
+            q_s = T.alloc_shared((block_N, block_K // 2), T.uint8)
+            s_s = T.alloc_shared((block_N, block_K // 16), T.float8_e4m3)
+            b_s = T.alloc_shared((block_N, block_K), T.bfloat16)
+            acc = T.alloc_fragment((block_M, block_N), T.float32)
+            g = T.alloc_var(T.float32)
+            g = G[0]
+            T.clear(acc)
+            for k in T.Pipelined(K // block_K, num_stages=2):
+                T.copy(A[by * block_M, k * block_K], a_s)
+                T.copy(Bq[bx * block_N, k * block_K // 2], q_s)
+                T.copy(Bs[bx * block_N, k * block_K // 16], s_s)
+                for n, j in T.Parallel(block_N, block_K):
+                    nib = (q_s[n, j // 2] >> T.cast((j % 2) * 4, T.uint8)) & T.uint8(0xF)
+                    b_s[n, j] = T.cast(_e2m1(nib) * T.cast(s_s[n, j // 16], T.float32) * g, T.bfloat16)
+                T.gemm(a_s, b_s, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return main
+
+
+# ---- GPTQ int4 with act-order: the group of each K row comes from g_idx ------------------------
+@tilelang.jit(out_idx=[5])
+def gptq_act_order_gemm(M=128, N=256, K=512, group=128, block_M=64, block_N=128, block_K=64,
+                        threads=128):
+    """GPTQ's layout: qweight (K/8, N) int32, K row k in nibble k % 8 of row k // 8; qzeros
+    (K/group, N/8) int32 with column n in nibble n % 8 (stored minus one, as GPTQ writes them);
+    scales (K/group, N) half; g_idx (K,) int32 the group of each K row (act-order permutes them,
+    so a K tile mixes groups).  W[k, n] = (q - (z + 1)) * scale[g_idx[k], n]; C = A @ W."""
+    G = K // group
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), Qw: T.Tensor((K // 8, N), T.int32),
+             Qz: T.Tensor((G, N // 8), T.int32), Sc: T.Tensor((G, N), T.float16),
+             gidx: T.Tensor((K,), T.int32), C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            a_s = T.alloc_shared((block_M, block_K), T.float16)
+            q_s = T.alloc_shared((block_K // 8, block_N), T.int32)
+            g_s = T.alloc_shared((block_K,), T.int32)
+            b_s = T.alloc_shared((block_K, block_N), T.float16)
+            acc = T.alloc_fragment((block_M, block_N), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // block_K, num_stages=2):
+                T.copy(A[by * block_M, k * block_K], a_s)
+                T.copy(Qw[k * block_K // 8, bx * block_N], q_s)
+                T.copy(gidx[k * block_K], g_s)
+                for kk, n in T.Parallel(block_K, block_N):
+                    gi = g_s[kk]
+                    col = bx * block_N + n
+                    q = (q_s[kk // 8, n] >> ((kk % 8) * 4)) & 0xF
+                    z = ((Qz[gi, col // 8] >> ((col % 8) * 4)) & 0xF) + 1
+                    b_s[kk, n] = T.cast(q - z, T.float16) * Sc[gi, col]
+                T.gemm(a_s, b_s, acc)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return main
+
+
+# ---- AWQ int4: eight columns per int32 in the interleaved order 0,2,4,6,1,3,5,7 ----------------
+@tilelang.jit(out_idx=[4])
+def awq_interleaved_gemm(M=128, N=256, K=512, group=128, block_M=64, block_N=64, block_K=64,
+                         threads=128):
+    """AWQ's layout: qweight (K, N/8) int32 and qzeros (K/group, N/8) int32, each packing
+    eight columns with column 8c + j in nibble (j % 2) * 4 + j // 2 (the pack order
+    0,2,4,6,1,3,5,7); scales (K/group, N) half.  W[k, n] = (q - z) * s; C = A @ W, the
+    dequantized tile kept in a fragment and copied to shared."""
+    G = K // group
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), Qw: T.Tensor((K, N // 8), T.int32),
+             Qz: T.Tensor((G, N // 8), T.int32), Sc: T.Tensor((G, N), T.float16),
+             C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            a_s = T.alloc_shared((block_M, block_K), T.float16)
+            q_s = T.alloc_shared((block_K, block_N // 8), T.int32)
+            z_s = T.alloc_shared((block_N // 8,), T.int32)
+            s_s = T.alloc_shared((block_N,), T.float16)
+            w_l = T.alloc_fragment((block_K, block_N), T.float16)
+            b_s = T.alloc_shared((block_K, block_N), T.float16)
+            acc = T.alloc_fragment((block_M, block_N), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // block_K, num_stages=2):
+                T.copy(A[by * block_M, k * block_K], a_s)
+                T.copy(Qw[k * block_K, bx * block_N // 8], q_s)
+                T.copy(Qz[k * block_K // group, bx * block_N // 8], z_s)
+                T.copy(Sc[k * block_K // group, bx * block_N], s_s)
+                for kk, n in T.Parallel(block_K, block_N):
+                    shift = ((n % 8) % 2 * 4 + (n % 8) // 2) * 4
+                    q = (q_s[kk, n // 8] >> shift) & 0xF
+                    z = (z_s[n // 8] >> shift) & 0xF
+                    w_l[kk, n] = T.cast(q - z, T.float16) * s_s[n]
+                T.copy(w_l, b_s)
+                T.gemm(a_s, b_s, acc)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return main
+
+
+# ---- per-tensor dynamic fp8: abs-max by T.atomic_max, then scale and cast ----------------------
+@tilelang.jit
+def tensor_amax(M=1000, N=1024, block_M=8, threads=256):
+    """Amax[0] = max |X| over the whole tensor: each block reduces its rows' |x| to one value
+    (T.reduce_absmax, then T.reduce_max over the rows) and one T.atomic_max into Amax, which the
+    caller zeroes first."""
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.bfloat16), Amax: T.Tensor((1,), T.float32)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bm:
+            x_l = T.alloc_fragment((block_M, N), T.float32)
+            row = T.alloc_fragment((block_M,), T.float32)
+            tot = T.alloc_fragment((1,), T.float32)
+            for i, j in T.Parallel(block_M, N):
+                x_l[i, j] = T.if_then_else(bm * block_M + i < M, T.cast(X[bm * block_M + i, j], T.float32), 0.0)
+            T.reduce_absmax(x_l, row, dim=1)
+            T.reduce_max(row, tot, dim=0)
+            T.atomic_max(Amax[0], tot[0])
+    return main
+
+
+@tilelang.jit(out_idx=[2, 3])
+def tensor_fp8_quant(M=1000, N=1024, block_M=8, block_N=256, threads=128):
+    """Xq = saturate(X * 448 / amax) as e4m3 and Scale[0] = amax / 448 (what dequantization
+    multiplies by); an all-zero tensor gets scale 1 (amax clamped to 1e-12 before the divide
+    keeps the codes 0)."""
+    @T.prim_func
+    def main(X: T.Tensor((M, N), T.bfloat16), Amax: T.Tensor((1,), T.float32),
+             Xq: T.Tensor((M, N), T.float8_e4m3), Scale: T.Tensor((1,), T.float32)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            inv = T.alloc_var(T.float32)
+            amax = T.max(Amax[0], 1e-12)
+            inv = 448.0 / amax
+            if bx == 0 and by == 0:
+                Scale[0] = amax / 448.0
+            q = T.alloc_fragment((block_M, block_N), T.float8_e4m3)
+            for i, j in T.Parallel(block_M, block_N):
+                v = T.cast(X[by * block_M + i, bx * block_N + j], T.float32) * inv
+                q[i, j] = T.cast(T.clamp(v, -448.0, 448.0), T.float8_e4m3)
+            T.copy(q, Xq[by * block_M, bx * block_N])
+    return main
+
+
+# ---- NVFP4 quantize-and-pack: the inverse of nvfp4_dequant_gemm -------------------------------
+@tilelang.jit(out_idx=[2, 3])
+def nvfp4_quantize_pack(M=300, K=512, block_M=4, threads=128):
+    """Per 16-element group of a row: s = amax / 6 / G as e4m3 (G the global scale), each
+    x / (float(s) * G) rounded to the nearest e2m1 magnitude (0, .5, 1, 1.5, 2, 3, 4, 6; ties
+    by the midpoint test below), sign in bit 3; the even element in the low nibble."""
+    @T.prim_func
+    def main(X: T.Tensor((M, K), T.bfloat16), G: T.Tensor((1,), T.float32),
+             Q: T.Tensor((M, K // 2), T.uint8), S: T.Tensor((M, K // 16), T.float8_e4m3)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bm:
+            x_l = T.alloc_fragment((block_M, K // 16, 16), T.float32)
+            amax = T.alloc_fragment((block_M, K // 16), T.float32)
+            s_l = T.alloc_fragment((block_M, K // 16), T.float8_e4m3)
+            inv = T.alloc_fragment((block_M, K // 16), T.float32)
+            code = T.alloc_shared((block_M, K), T.uint8)
+            g = G[0]
+            for i, c, e in T.Parallel(block_M, K // 16, 16):
+                x_l[i, c, e] = T.cast(X[bm * block_M + i, c * 16 + e], T.float32)
+            T.reduce_absmax(x_l, amax, dim=2)
+            for i, c in T.Parallel(block_M, K // 16):
+                s_l[i, c] = T.cast(T.min(amax[i, c] / 6.0 / g, 448.0), T.float8_e4m3)
+                sf = T.cast(s_l[i, c], T.float32) * g
+                inv[i, c] = T.if_then_else(sf > 0.0, 1.0 / sf, 0.0)
+            for i, c, e in T.Parallel(block_M, K // 16, 16):
+                a = T.abs(x_l[i, c, e] * inv[i, c])
+                mag = T.if_then_else(a <= 0.25, 0, T.if_then_else(a < 0.75, 1, T.if_then_else(
+                    a <= 1.25, 2, T.if_then_else(a < 1.75, 3, T.if_then_else(a <= 2.5, 4, T.if_then_else(
+                        a < 3.5, 5, T.if_then_else(a <= 5.0, 6, 7)))))))
+                sign = T.if_then_else(x_l[i, c, e] < 0.0, 8, 0)
+                code[i, c * 16 + e] = T.cast(mag + sign, T.uint8)
+            for i, j in T.Parallel(block_M, K // 2):
+                if bm * block_M + i < M:
+                    Q[bm * block_M + i, j] = code[i, 2 * j] | (code[i, 2 * j + 1] << T.uint8(4))
+            for i, c in T.Parallel(block_M, K // 16):
+                if bm * block_M + i < M:
+                    S[bm * block_M + i, c] = s_l[i, c]
+    return main
