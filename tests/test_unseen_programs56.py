@@ -1,7 +1,9 @@
 """A fifty-sixth set of programs in TileLang's idioms (tests/unseen_programs56.py): quantisation
 formats -- an NVFP4 weight GEMM (e2m1 pairs, e4m3 scale per 16, a global fp32 scale), GPTQ int4
 with act-order g_idx, AWQ int4 in its interleaved nibble order, per-tensor dynamic fp8 (abs-max
-by T.atomic_max, then scale and cast) and an NVFP4 quantize-and-pack kernel.
+by T.atomic_max, then scale and cast), an NVFP4 quantize-and-pack kernel, MXFP4 on TileLang's own
+float4_e2m1fn / float8_e8m0fnu dtypes, and SmoothQuant W8A8 (smoothing + per-token int8 quant by
+T.round, then an int8 GEMM with per-token x per-channel scales).
 
 CPU: each builds to an sm_90a cubin (and an sm_80 one where it has no fp8), and what decides
 its result is read in the generated source.  All built and read right as first written.
@@ -19,8 +21,9 @@ import unseen_programs56 as P
 
 f16, bf16, i32, e4m3 = torch.float16, torch.bfloat16, torch.int32, torch.float8_e4m3fn
 
-NAMES = ["awq_interleaved_gemm", "gptq_act_order_gemm", "nvfp4_dequant_gemm", "nvfp4_quantize_pack",
-         "tensor_amax", "tensor_fp8_quant"]
+NAMES = ["awq_interleaved_gemm", "gptq_act_order_gemm", "mxfp4_native_dtypes_gemm", "nvfp4_dequant_gemm",
+         "nvfp4_quantize_pack", "smoothquant_act_quant", "smoothquant_int8_gemm", "tensor_amax",
+         "tensor_fp8_quant"]
 # no sm_80 cubin: float8 casts (sm_89+)
 SM90_ONLY = {"nvfp4_dequant_gemm", "nvfp4_quantize_pack", "tensor_fp8_quant"}
 
@@ -119,6 +122,41 @@ def test_nvfp4_quantize_rounds_to_e2m1_and_packs_low_nibble_first():
                      r"cutlass\.Uint8\(code\[\1 \* 512 \+ 2 \* j \+ 1\]\) << cutlass\.Uint8\(4\)", src)
 
 
+def test_mxfp4_native_casts_decode_fp4_and_e8m0():
+    src = _body("mxfp4_native_dtypes_gemm")
+    # the packed fp4 tile arrives by cp.async (no 4-bit TMA before sm_100), half a byte an element
+    assert re.search(r"tcc\.copy_async\(cute\.make_tensor\(B\.iterator \+ cute\.assume\(\(\(bx \* 128 \+ i3\) \* 512 "
+                     r"\+ \(k \+ 1\) \* 128 \+ i4\) // 2, divby=16\)", src)
+    assert re.search(r"tcfp4\.unpack\(cute\.make_tensor\(b4_s\.iterator \+ cute\.assume\(\(n \* 128 \+ j\) // 2", src)
+    # value = e2m1 * 2^(e - 127), one e8m0 scale per 32 of K (4 per row of the 128-wide tile)
+    assert re.search(r"cutlass\.BFloat16\(tcfp4\.decode\((\w+)\[\w+\]\) \* tce8m0\.decode\(cutlass\.Uint8\("
+                     r"s_s\[n \* 4 \+ \(j \+ \w+\) // 32\]\)\)\)", src)
+    assert '"wgmma"' in src
+
+
+def test_smoothquant_divides_by_smooth_rounds_half_even_and_clamps():
+    src = _body("smoothquant_act_quant")
+    assert re.search(r"x_l\[\w+ \* 16 \+ \w+\] = cutlass\.Float32\(\w+\[\w+\]\) / \w+\[\w+\]", src)
+    assert 'tcr.block_allreduce(tc_red12, "max"' in src and "cute.math.absf(x_l[" in src
+    assert re.search(r"(tc_rows\d+)\[(\w+)\] = cute\.arch\.fmax\(\1\[\2\], cutlass\.Float32\(1e-08\)\)", src)
+    q = re.search(r"q_l\[.*", src).group(0)
+    assert q.startswith("q_l[") and "cutlass.Int8(" in q
+    assert "cute.math.roundeven(x_l[" in q and "* cutlass.Float32(127.0) / tc_rows" in q
+    assert "cutlass.Float32(-127.0)), cutlass.Float32(127.0))" in q
+    assert re.search(r"Sx\[bm \* 4 \+ \w+\] = tc_rows\d+\[\w+\] / cutlass\.Float32\(127\.0\)", src)
+
+
+def test_smoothquant_gemm_accumulates_int32_and_scales_token_and_channel():
+    src = _body("smoothquant_int8_gemm")
+    assert 'tcm.tiled_mma("wgmma", cutlass.Int8, cutlass.Int8, cutlass.Int32' in src
+    assert "tcm.drain(acc)" in src
+    assert "Sw.iterator + cute.assume(bx * 128 + j, divby=2)" in src
+    assert re.search(r"if by \* 64 \+ i < 200:\s+(\w+) = Sx\[by \* 64 \+ i\]", src)
+    assert re.search(r"cutlass\.Float16\(cutlass\.Float32\(acc\[\w+ \+ \w+\]\) \* \w+ \* \w+\[\w+\]\)", src)
+    # ragged M: rows past 200 are not stored
+    assert re.search(r"if by \* 64 \+ i3 < 200:\s+\w+ = cute\.make_rmem_tensor", src)
+
+
 # ---- on the GPU ----------------------------------------------------------------------------
 _E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 
@@ -187,6 +225,14 @@ def test_awq_interleaved_gemm_on_gpu():
     rounds.close(C, A.float() @ W, 2e-2)
 
 
+def _within_an_e4m3_step(got, want):
+    """Nearly all e4m3 values equal, the rest one step (2^-3 relative) apart: a float32
+    product or quotient an ulp off may round to the other neighbour."""
+    g, w = got.float(), want.float()
+    assert ((g - w).abs() <= 0.125 * w.abs() + 2.0 ** -9).all()
+    assert (g == w).float().mean() > 0.999
+
+
 @pytest.mark.gpu
 def test_tensor_fp8_dynamic_quant_on_gpu():
     torch.manual_seed(3)
@@ -198,8 +244,7 @@ def test_tensor_fp8_dynamic_quant_on_gpu():
     Xq, Scale = P.tensor_fp8_quant()(X, Amax)
     torch.testing.assert_close(Scale[0], want / 448.0)
     ref = (X.float() * (448.0 / want)).clamp(-448.0, 448.0).to(e4m3)
-    torch.testing.assert_close(Xq.float(), ref.float(), rtol=0.07, atol=1e-3)
-    assert (Xq.float() == ref.float()).float().mean() > 0.999
+    _within_an_e4m3_step(Xq, ref)
     # all zeros: scale 1e-12 / 448, codes 0
     Amax.zero_()
     Z = torch.zeros_like(X)
@@ -217,8 +262,7 @@ def test_nvfp4_quantize_pack_on_gpu():
     Q, S = P.nvfp4_quantize_pack()(X, G)
     x = X.float().view(M, K // 16, 16)
     s = (x.abs().amax(-1) / 6.0 / G).clamp(max=448.0).to(e4m3)
-    torch.testing.assert_close(S.float(), s.float(), rtol=0.07, atol=0)
-    assert (S.float() == s.float()).float().mean() > 0.999
+    _within_an_e4m3_step(S, s)
     sf = (s.float() * G).unsqueeze(-1)
     a = (x / sf).abs()
     mid = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], device="cuda")
@@ -227,5 +271,40 @@ def test_nvfp4_quantize_pack_on_gpu():
     got = _nibbles_along_last(Q).view(M, K // 16, 16)
     assert (got == code).float().mean() > 0.999
     # what the codes mean: each value within half a step of its group's scale
-    deq = _e2m1_lut("cuda")[got] * S.float().unsqueeze(-1) * G
-    assert ((deq - x).abs() <= 1.01 * sf * torch.where(a > 4, 1.0, torch.where(a > 2, 0.5, 0.25))).all()
+    sfk = S.float().unsqueeze(-1) * G
+    ak = (x / sfk).abs()
+    deq = _e2m1_lut("cuda")[got] * sfk
+    assert ((deq - x).abs() <= 1.01 * sfk * torch.where(ak > 4, 1.0, torch.where(ak > 2, 0.5, 0.25))).all()
+
+
+@pytest.mark.gpu
+def test_mxfp4_native_dtypes_gemm_on_gpu():
+    torch.manual_seed(5)
+    M, N, K = 128, 256, 512
+    A = torch.randn(M, K, device="cuda", dtype=bf16)
+    Bq = torch.randint(0, 256, (N, K // 2), device="cuda", dtype=torch.uint8)
+    S = torch.randint(120, 131, (N, K // 32), device="cuda", dtype=torch.uint8)
+    C = P.mxfp4_native_dtypes_gemm()(A, Bq.view(torch.float4_e2m1fn_x2), S.view(torch.float8_e8m0fnu))
+    W = _e2m1_lut("cuda")[_nibbles_along_last(Bq)] * torch.exp2(S.float() - 127).repeat_interleave(32, dim=1)
+    rounds.close(C, A.float() @ W.to(bf16).float().T, 2e-2)
+
+
+@pytest.mark.gpu
+def test_smoothquant_w8a8_on_gpu():
+    torch.manual_seed(6)
+    M, N, K = 200, 256, 1024
+    X = torch.randn(M, K, device="cuda", dtype=f16)
+    X[:, :8] *= 20  # outlier channels, what smoothing is for
+    smooth = X.float().abs().amax(0).clamp(min=1e-5).sqrt()
+    Xq, Sx = P.smoothquant_act_quant()(X, smooth)
+    xs = X.float() / smooth
+    amax = xs.abs().amax(1).clamp(min=1e-8)
+    torch.testing.assert_close(Sx, amax / 127.0)
+    ref = torch.round(xs * 127.0 / amax[:, None]).clamp(-127, 127)
+    assert (Xq.float() - ref).abs().max() <= 1 and (Xq.float() == ref).float().mean() > 0.999
+    W = torch.randn(N, K, device="cuda") * smooth  # the smoothing folded into the weight
+    Sw = W.abs().amax(1) / 127.0
+    Wq = torch.round(W / Sw[:, None]).clamp(-127, 127).to(torch.int8)
+    C = P.smoothquant_int8_gemm()(Xq, Wq, Sx, Sw)
+    want = (Xq.double() @ Wq.double().T) * Sx.double()[:, None] * Sw.double()[None, :]
+    rounds.close(C, want.float(), 1e-2)

@@ -7,7 +7,10 @@ interleaved nibble order (column j of eight sits in nibble 0,4,1,5,2,6,3,7), per
 fp8 quantisation in two launches (a block abs-max reduced into one float32 by T.atomic_max,
 then x * 448 / amax cast to e4m3), and the inverse of the NVFP4 GEMM: a quantize-and-pack
 kernel (per 16-group e4m3 scales under the global scale, nearest e2m1 code, two nibbles to a
-byte).
+byte); MXFP4 again on TileLang's own float4_e2m1fn / float8_e8m0fnu dtypes (T.cast does the
+decoding), and SmoothQuant W8A8 in two launches (activations divided by the smoothing factors
+and quantized per token with T.round, then an int8 GEMM into int32 with the per-token and
+per-channel scales in its epilogue).
 
 The file reads as TileLang after swapping its two import lines (``import tilelang`` /
 ``import tilelang.language as T``); ``tests/test_unseen_programs56.py`` builds each to a cubin
@@ -212,4 +215,88 @@ def nvfp4_quantize_pack(M=300, K=512, block_M=4, threads=128):
             for i, c in T.Parallel(block_M, K // 16):
                 if bm * block_M + i < M:
                     S[bm * block_M + i, c] = s_l[i, c]
+    return main
+
+
+# ---- MXFP4 with TileLang's own dtypes: float4_e2m1fn values, float8_e8m0fnu scales ------------
+@tilelang.jit(out_idx=[3])
+def mxfp4_native_dtypes_gemm(M=128, N=256, K=512, block_M=64, block_N=128, block_K=128,
+                             threads=128):
+    """C = A @ (B * 2^(S - 127))^T with B a float4_e2m1fn tensor (two codes a byte, as torch's
+    float4_e2m1fn_x2) and S (N, K/32) float8_e8m0fnu: both cast by T.cast, no bit tricks; the
+    scaled weight tile goes through a fragment to shared bfloat16."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.bfloat16), B: T.Tensor((N, K), T.float4_e2m1fn),
+             S: T.Tensor((N, K // 32), T.float8_e8m0fnu), C: T.Tensor((M, N), T.bfloat16)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            a_s = T.alloc_shared((block_M, block_K), T.bfloat16)
+            b4_s = T.alloc_shared((block_N, block_K), T.float4_e2m1fn)
+            s_s = T.alloc_shared((block_N, block_K // 32), T.float8_e8m0fnu)
+            w_l = T.alloc_fragment((block_N, block_K), T.bfloat16)
+            b_s = T.alloc_shared((block_N, block_K), T.bfloat16)
+            acc = T.alloc_fragment((block_M, block_N), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(K // block_K, num_stages=2):
+                T.copy(A[by * block_M, k * block_K], a_s)
+                T.copy(B[bx * block_N, k * block_K], b4_s)
+                T.copy(S[bx * block_N, k * block_K // 32], s_s)
+                for n, j in T.Parallel(block_N, block_K):
+                    w_l[n, j] = T.cast(T.cast(b4_s[n, j], T.float32) * T.cast(s_s[n, j // 32], T.float32),
+                                       T.bfloat16)
+                T.copy(w_l, b_s)
+                T.gemm(a_s, b_s, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return main
+
+
+# ---- SmoothQuant W8A8: smoothing + per-token int8 quant, then int8 GEMM with both scales -------
+@tilelang.jit(out_idx=[2, 3])
+def smoothquant_act_quant(M=200, K=1024, block_M=4, threads=128):
+    """Xq[m, k] = round(X[m, k] / smooth[k] * 127 / amax_m) as int8 (round half to even, by
+    T.round), amax_m = max_k |X[m, k] / smooth[k]| (at least 1e-8); Sx[m] = amax_m / 127."""
+    @T.prim_func
+    def main(X: T.Tensor((M, K), T.float16), smooth: T.Tensor((K,), T.float32),
+             Xq: T.Tensor((M, K), T.int8), Sx: T.Tensor((M,), T.float32)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bm:
+            sm_s = T.alloc_shared((K,), T.float32)
+            x_l = T.alloc_fragment((block_M, K), T.float32)
+            amax = T.alloc_fragment((block_M,), T.float32)
+            q_l = T.alloc_fragment((block_M, K), T.int8)
+            T.copy(smooth, sm_s)
+            for i, k in T.Parallel(block_M, K):
+                x_l[i, k] = T.cast(X[bm * block_M + i, k], T.float32) / sm_s[k]
+            T.reduce_absmax(x_l, amax, dim=1)
+            for i in T.Parallel(block_M):
+                amax[i] = T.max(amax[i], 1e-8)
+            for i, k in T.Parallel(block_M, K):
+                q_l[i, k] = T.cast(T.clamp(T.round(x_l[i, k] * 127.0 / amax[i]), -127.0, 127.0), T.int8)
+            T.copy(q_l, Xq[bm * block_M, 0])
+            for i in T.Parallel(block_M):
+                if bm * block_M + i < M:
+                    Sx[bm * block_M + i] = amax[i] / 127.0
+    return main
+
+
+@tilelang.jit(out_idx=[4])
+def smoothquant_int8_gemm(M=200, N=256, K=1024, block_M=64, block_N=128, block_K=128, threads=128):
+    """C = (Xq @ Wq^T) * Sx[m] * Sw[n] as float16: int8 x int8 into an int32 accumulator
+    (T.Pipelined, wgmma), the per-token and per-channel scales in the epilogue; M ragged."""
+    @T.prim_func
+    def main(Xq: T.Tensor((M, K), T.int8), Wq: T.Tensor((N, K), T.int8),
+             Sx: T.Tensor((M,), T.float32), Sw: T.Tensor((N,), T.float32),
+             C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            a_s = T.alloc_shared((block_M, block_K), T.int8)
+            b_s = T.alloc_shared((block_N, block_K), T.int8)
+            acc = T.alloc_fragment((block_M, block_N), T.int32)
+            c_l = T.alloc_fragment((block_M, block_N), T.float16)
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+                T.copy(Xq[by * block_M, k * block_K], a_s)
+                T.copy(Wq[bx * block_N, k * block_K], b_s)
+                T.gemm(a_s, b_s, acc, transpose_B=True)
+            for i, j in T.Parallel(block_M, block_N):
+                c_l[i, j] = T.cast(T.cast(acc[i, j], T.float32) * Sx[by * block_M + i] * Sw[bx * block_N + j],
+                                   T.float16)
+            T.copy(c_l, C[by * block_M, bx * block_N])
     return main
