@@ -3,7 +3,9 @@ formats -- an NVFP4 weight GEMM (e2m1 pairs, e4m3 scale per 16, a global fp32 sc
 with act-order g_idx, AWQ int4 in its interleaved nibble order, per-tensor dynamic fp8 (abs-max
 by T.atomic_max, then scale and cast), an NVFP4 quantize-and-pack kernel, MXFP4 on TileLang's own
 float4_e2m1fn / float8_e8m0fnu dtypes, and SmoothQuant W8A8 (smoothing + per-token int8 quant by
-T.round, then an int8 GEMM with per-token x per-channel scales).
+T.round, then an int8 GEMM with per-token x per-channel scales), an MXFP4 quantizer on the native
+dtypes (power-of-two e8m0 scales, T.cast to float4_e2m1fn) and a BitNet b1.58 ternary GEMM (2-bit
+codes four a byte, int8 activations, int32 accumulation).
 
 CPU: each builds to an sm_90a cubin (and an sm_80 one where it has no fp8), and what decides
 its result is read in the generated source.  All built and read right as first written.
@@ -21,9 +23,9 @@ import unseen_programs56 as P
 
 f16, bf16, i32, e4m3 = torch.float16, torch.bfloat16, torch.int32, torch.float8_e4m3fn
 
-NAMES = ["awq_interleaved_gemm", "gptq_act_order_gemm", "mxfp4_native_dtypes_gemm", "nvfp4_dequant_gemm",
-         "nvfp4_quantize_pack", "smoothquant_act_quant", "smoothquant_int8_gemm", "tensor_amax",
-         "tensor_fp8_quant"]
+NAMES = ["awq_interleaved_gemm", "bitnet_ternary_gemm", "gptq_act_order_gemm", "mxfp4_native_dtypes_gemm",
+         "mxfp4_native_quantize", "nvfp4_dequant_gemm", "nvfp4_quantize_pack", "smoothquant_act_quant",
+         "smoothquant_int8_gemm", "tensor_amax", "tensor_fp8_quant"]
 # no sm_80 cubin: float8 casts (sm_89+)
 SM90_ONLY = {"nvfp4_dequant_gemm", "nvfp4_quantize_pack", "tensor_fp8_quant"}
 
@@ -155,6 +157,26 @@ def test_smoothquant_gemm_accumulates_int32_and_scales_token_and_channel():
     assert re.search(r"cutlass\.Float16\(cutlass\.Float32\(acc\[\w+ \+ \w+\]\) \* \w+ \* \w+\[\w+\]\)", src)
     # ragged M: rows past 200 are not stored
     assert re.search(r"if by \* 64 \+ i3 < 200:\s+\w+ = cute\.make_rmem_tensor", src)
+
+
+def test_mxfp4_quantize_takes_a_power_of_two_scale_and_casts_to_fp4():
+    src = _body("mxfp4_native_quantize")
+    assert "tcr.grouped_rows(" in src
+    assert re.search(r"(p_l\[(\w+) \* 32 \+ (\w+)\]) = cute\.math\.exp2\(cute\.arch\.fmax\(cute\.math\.ceil\("
+                     r"cute\.math\.log2\(amax\[\2 \* 32 \+ \3\] / cutlass\.Float32\(6\.0\)\)\), "
+                     r"cutlass\.Float32\(-126\.0\)\)\)\s+S\[bm \* 8 \+ \2, \3\] = tce8m0\.encode\(\1\)", src)
+    assert re.search(r"q_l\[\w+ \* 16 \+ \w+\] = tcfp4\.encode\(x_l\[\w+ \* 16 \+ \w+\] / p_l\[\w+ \* 32 \+ \w+\]\)", src)
+    # sixteen codes packed into eight bytes of the row, at element offset // 2
+    assert re.search(r"tcfp4\.pack\(\w+, 0, 16, cute\.make_tensor\(Q\.iterator \+ cute\.assume\(\(\(bm \* 8 \+ \w+\) "
+                     r"\* 1024 \+ \w+ \* 32 \+ \w+\) // 2, divby=8\), cute\.make_layout\(8\)\)\)", src)
+
+
+def test_bitnet_decodes_two_bit_codes_minus_one_and_multiplies_int8():
+    src = _body("bitnet_ternary_gemm")
+    assert 'tcm.tiled_mma("wgmma", cutlass.Int8, cutlass.Int8, cutlass.Int32' in src
+    assert re.search(r"= \(p_s\[n \* 32 \+ \((j \+ \w+)\) // 4\] >> cutlass\.Int8\(\(\1\) % 4 \* 2\) & "
+                     r"cutlass\.Int8\(3\)\) - cutlass\.Int8\(1\)", src)
+    assert re.search(r"cutlass\.BFloat16\(cutlass\.Float32\(acc\[\w+ \+ \w+\]\) \* Sx\[by \* 64 \+ i\] \* Sw\[0\]\)", src)
 
 
 # ---- on the GPU ----------------------------------------------------------------------------
@@ -308,3 +330,37 @@ def test_smoothquant_w8a8_on_gpu():
     C = P.smoothquant_int8_gemm()(Xq, Wq, Sx, Sw)
     want = (Xq.double() @ Wq.double().T) * Sx.double()[:, None] * Sw.double()[None, :]
     rounds.close(C, want.float(), 1e-2)
+
+
+@pytest.mark.gpu
+def test_mxfp4_native_quantize_on_gpu():
+    torch.manual_seed(7)
+    M, K = 256, 1024
+    X = torch.randn(M, K, device="cuda", dtype=bf16) * torch.logspace(-3, 3, M, device="cuda", dtype=bf16)[:, None]
+    X[0, :32] = 0  # an all-zero group
+    Q, S = P.mxfp4_native_quantize()(X)
+    x = X.float().view(M, K // 32, 32)
+    p = torch.exp2(torch.ceil(torch.log2(x.abs().amax(-1) / 6.0)).clamp(min=-126.0))
+    assert torch.equal(torch.exp2(S.view(torch.uint8).float() - 127), p)
+    v = x / p.unsqueeze(-1)
+    lut = _e2m1_lut("cuda")
+    got = lut[_nibbles_along_last(Q.view(torch.uint8))].view(M, K // 32, 32)
+    # nearest e2m1 value: no code is closer than the one chosen
+    err = (got - v).abs()
+    assert (err <= (lut[:8].view(1, 1, 1, 8) - v.abs().unsqueeze(-1)).abs().amin(-1) + 1e-6).all()
+    assert not got[0, 0].any() and (v.abs() <= 6).all()
+
+
+@pytest.mark.gpu
+def test_bitnet_ternary_gemm_on_gpu():
+    torch.manual_seed(8)
+    M, N, K = 128, 256, 512
+    Xq = torch.randint(-127, 128, (M, K), device="cuda", dtype=torch.int8)
+    Sx = torch.rand(M, device="cuda") * 0.01 + 0.001
+    W = torch.randint(-1, 2, (N, K), device="cuda", dtype=torch.int32)
+    codes = (W + 1).view(N, K // 4, 4)
+    Wp = (codes[..., 0] | codes[..., 1] << 2 | codes[..., 2] << 4 | codes[..., 3] << 6).to(torch.uint8).view(torch.int8)
+    Sw = torch.tensor([0.37], device="cuda")
+    C = P.bitnet_ternary_gemm()(Xq, Wp, Sx, Sw)
+    want = (Xq.double() @ W.double().T) * Sx.double()[:, None] * 0.37
+    rounds.close(C, want.float(), 2e-2)

@@ -300,3 +300,59 @@ def smoothquant_int8_gemm(M=200, N=256, K=1024, block_M=64, block_N=128, block_K
                                    T.float16)
             T.copy(c_l, C[by * block_M, bx * block_N])
     return main
+
+
+# ---- MXFP4 quantization on the native dtypes: e8m0 scale = 2^ceil(log2(amax / 6)) ---------------
+@tilelang.jit(out_idx=[1, 2])
+def mxfp4_native_quantize(M=256, K=1024, block_M=8, threads=256):
+    """Per 32-element group of a row: the power of two p = 2^ceil(log2(amax / 6)) (so
+    |x| / p <= 6), stored as float8_e8m0fnu; each x / p cast to float4_e2m1fn (nearest even
+    code, saturating at 6).  An all-zero group gets p = 2^-126 (the smallest normal float)."""
+    @T.prim_func
+    def main(X: T.Tensor((M, K), T.bfloat16), Q: T.Tensor((M, K), T.float4_e2m1fn),
+             S: T.Tensor((M, K // 32), T.float8_e8m0fnu)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bm:
+            x_l = T.alloc_fragment((block_M, K // 32, 32), T.float32)
+            amax = T.alloc_fragment((block_M, K // 32), T.float32)
+            p_l = T.alloc_fragment((block_M, K // 32), T.float32)
+            q_l = T.alloc_fragment((block_M, K // 32, 32), T.float4_e2m1fn)
+            for i, g, e in T.Parallel(block_M, K // 32, 32):
+                x_l[i, g, e] = T.cast(X[bm * block_M + i, g * 32 + e], T.float32)
+            T.reduce_absmax(x_l, amax, dim=2)
+            for i, g in T.Parallel(block_M, K // 32):
+                p_l[i, g] = T.exp2(T.max(T.ceil(T.log2(amax[i, g] / 6.0)), -126.0))
+                S[bm * block_M + i, g] = T.cast(p_l[i, g], T.float8_e8m0fnu)
+            for i, g, e in T.Parallel(block_M, K // 32, 32):
+                q_l[i, g, e] = T.cast(x_l[i, g, e] / p_l[i, g], T.float4_e2m1fn)
+            for i, g, e in T.Parallel(block_M, K // 32, 32):
+                Q[bm * block_M + i, g * 32 + e] = q_l[i, g, e]
+    return main
+
+
+# ---- BitNet b1.58: ternary weights, four 2-bit codes a byte, int8 activations -----------------
+@tilelang.jit(out_idx=[3])
+def bitnet_ternary_gemm(M=128, N=256, K=512, block_M=64, block_N=128, block_K=128, threads=128):
+    """C = (Xq @ W^T) * sx[m] * sw as bfloat16: W (N, K) ternary {-1, 0, 1} stored as 2-bit
+    codes w + 1, four per int8 along K (element k in bits 2 (k % 4)); decoded into shared int8
+    tile by tile, int8 x int8 into an int32 accumulator; sw the weight's one scale (a
+    T.Tensor of one element), sx per token."""
+    @T.prim_func
+    def main(Xq: T.Tensor((M, K), T.int8), Wp: T.Tensor((N, K // 4), T.int8),
+             Sx: T.Tensor((M,), T.float32), C: T.Tensor((M, N), T.bfloat16),
+             Sw: T.Tensor((1,), T.float32)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            a_s = T.alloc_shared((block_M, block_K), T.int8)
+            p_s = T.alloc_shared((block_N, block_K // 4), T.int8)
+            b_s = T.alloc_shared((block_N, block_K), T.int8)
+            acc = T.alloc_fragment((block_M, block_N), T.int32)
+            T.clear(acc)
+            for k in T.Pipelined(K // block_K, num_stages=2):
+                T.copy(Xq[by * block_M, k * block_K], a_s)
+                T.copy(Wp[bx * block_N, k * block_K // 4], p_s)
+                for n, j in T.Parallel(block_N, block_K):
+                    b_s[n, j] = ((p_s[n, j // 4] >> T.cast((j % 4) * 2, T.int8)) & T.int8(3)) - T.int8(1)
+                T.gemm(a_s, b_s, acc, transpose_B=True)
+            for i, j in T.Parallel(block_M, block_N):
+                C[by * block_M + i, bx * block_N + j] = T.cast(
+                    T.cast(acc[i, j], T.float32) * Sx[by * block_M + i] * Sw[0], T.bfloat16)
+    return main
