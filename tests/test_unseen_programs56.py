@@ -18,6 +18,7 @@ import torch
 
 import tilecute
 from tilecute.codegen.source import CodegenError
+from tilecute.runtime.dtypes import E2M1_VALUES
 import rounds
 import unseen_programs56 as P
 
@@ -32,10 +33,7 @@ SM90_ONLY = {"nvfp4_dequant_gemm", "nvfp4_quantize_pack", "tensor_fp8_quant"}
 _arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
 
 
-def _body(name):
-    """The @cute.kernel functions' text (not the launch wrapper)."""
-    src = getattr(P, name)().get_kernel_source()
-    return "\n".join(part.split("\n@cute.jit", 1)[0] for part in src.split("\n@cute.kernel\n")[1:])
+_body = rounds.body_of(rounds.kernel_of(P))  # each program is one @cute.kernel
 
 
 test_every_program_is_listed = rounds.every_public_program_is_listed(P, NAMES)
@@ -180,11 +178,9 @@ def test_bitnet_decodes_two_bit_codes_minus_one_and_multiplies_int8():
 
 
 # ---- on the GPU ----------------------------------------------------------------------------
-_E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
-
-
 def _e2m1_lut(device):
-    return torch.tensor(_E2M1 + [-v for v in _E2M1], device=device)
+    """The value of each e2m1 code 0..15 (bit 3 the sign)."""
+    return torch.tensor(E2M1_VALUES + tuple(-v for v in E2M1_VALUES), device=device)
 
 
 def _nibbles_along_last(q_u8):
