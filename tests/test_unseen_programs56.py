@@ -5,7 +5,8 @@ by T.atomic_max, then scale and cast), an NVFP4 quantize-and-pack kernel, MXFP4 
 float4_e2m1fn / float8_e8m0fnu dtypes, and SmoothQuant W8A8 (smoothing + per-token int8 quant by
 T.round, then an int8 GEMM with per-token x per-channel scales), an MXFP4 quantizer on the native
 dtypes (power-of-two e8m0 scales, T.cast to float4_e2m1fn) and a BitNet b1.58 ternary GEMM (2-bit
-codes four a byte, int8 activations, int32 accumulation).
+codes four a byte, int8 activations, int32 accumulation), and a uint4 dequant GEMM whose threads
+decode by hand (T.serial over steps, T.vectorized copies into T.alloc_local).
 
 CPU: each builds to an sm_90a cubin (and an sm_80 one where it has no fp8), and what decides
 its result is read in the generated source.  All built and read right as first written.
@@ -26,7 +27,7 @@ f16, bf16, i32, e4m3 = torch.float16, torch.bfloat16, torch.int32, torch.float8_
 
 NAMES = ["awq_interleaved_gemm", "bitnet_ternary_gemm", "gptq_act_order_gemm", "mxfp4_native_dtypes_gemm",
          "mxfp4_native_quantize", "nvfp4_dequant_gemm", "nvfp4_quantize_pack", "smoothquant_act_quant",
-         "smoothquant_int8_gemm", "tensor_amax", "tensor_fp8_quant"]
+         "smoothquant_int8_gemm", "tensor_amax", "tensor_fp8_quant", "uint4_fine_grained_dequant_gemm"]
 # no sm_80 cubin: float8 casts (sm_89+)
 SM90_ONLY = {"nvfp4_dequant_gemm", "nvfp4_quantize_pack", "tensor_fp8_quant"}
 
@@ -175,6 +176,19 @@ def test_bitnet_decodes_two_bit_codes_minus_one_and_multiplies_int8():
     assert re.search(r"= \(p_s\[n \* 32 \+ \((j \+ \w+)\) // 4\] >> cutlass\.Int8\(\(\1\) % 4 \* 2\) & "
                      r"cutlass\.Int8\(3\)\) - cutlass\.Int8\(1\)", src)
     assert re.search(r"cutlass\.BFloat16\(cutlass\.Float32\(acc\[\w+ \+ \w+\]\) \* Sx\[by \* 64 \+ i\] \* Sw\[0\]\)", src)
+
+
+def test_fine_grained_dequant_walks_thread_steps_and_stores_eight_halves():
+    src = _body("uint4_fine_grained_dequant_gemm")
+    assert re.search(r"for i in cutlass\.range\(0, 8\):\s+base = \(i \* 128 \+ tx\) \* 8\s+n = base // 64\s+"
+                     r"j0 = base - base // 64 \* 64", src)
+    assert re.search(r"q_loc\[v\] = cutlass\.Uint8\(q_s\[n \* 32 \+ j0 // 2 \+ v\]\)", src)
+    assert re.search(r"= Sc\[bx \* 128 \+ n, \(k \* 64 \+ j0\) // 64\]", src)
+    assert re.search(r"nib = q_loc\[(\w+) // 2\] >> cutlass\.Uint8\(\1 % 2 \* 4\) & cutlass\.Uint8\(15\)\s+"
+                     r"w_loc\[\1\] = \(cutlass\.Float16\(nib\) - cutlass\.Float16\(8\.0\)\) \* s", src)
+    # the eight halves go to shared as one 16-byte store (swizzled for the wgmma)
+    assert re.search(r"cute\.make_tensor\(b_s\.iterator \+ cute\.assume\(\(n \* 64 \+ j0 \+ \w+\) \^ .*divby=8\), "
+                     r"cute\.make_layout\(8\)\)\.store\(", src)
 
 
 # ---- on the GPU ----------------------------------------------------------------------------
@@ -360,3 +374,15 @@ def test_bitnet_ternary_gemm_on_gpu():
     C = P.bitnet_ternary_gemm()(Xq, Wp, Sx, Sw)
     want = (Xq.double() @ W.double().T) * Sx.double()[:, None] * 0.37
     rounds.close(C, want.float(), 2e-2)
+
+
+@pytest.mark.gpu
+def test_uint4_fine_grained_dequant_gemm_on_gpu():
+    torch.manual_seed(9)
+    M, N, K, group = 128, 256, 512, 64
+    A = torch.randn(M, K, device="cuda", dtype=f16)
+    Bq = torch.randint(0, 256, (N, K // 2), device="cuda", dtype=torch.uint8)
+    Sc = (torch.rand(N, K // group, device="cuda") * 0.02 + 0.001).to(f16)
+    C = P.uint4_fine_grained_dequant_gemm()(A, Bq, Sc)
+    W = (_nibbles_along_last(Bq) - 8).to(f16) * Sc.repeat_interleave(group, dim=1)
+    rounds.close(C, A.float() @ W.float().T, 2e-2)

@@ -356,3 +356,45 @@ def bitnet_ternary_gemm(M=128, N=256, K=512, block_M=64, block_N=128, block_K=12
                 C[by * block_M + i, bx * block_N + j] = T.cast(
                     T.cast(acc[i, j], T.float32) * Sx[by * block_M + i] * Sw[0], T.bfloat16)
     return main
+
+
+# ---- uint4 weights decoded by hand-distributed threads: T.serial x T.vectorized into locals ----
+@tilelang.jit(out_idx=[3])
+def uint4_fine_grained_dequant_gemm(M=128, N=256, K=512, group=64, block_M=64, block_N=128,
+                                    block_K=64, threads=128, local_size=8):
+    """C = A @ ((q - 8) * s)^T, q uint4 two a byte along K (the even element low), s (N, K/group)
+    half: each thread decodes local_size weights at a time by hand -- the bytes copied into a
+    T.alloc_local by a T.vectorized loop, decoded into a second local, written to shared by
+    another T.vectorized loop at index (i * threads + tx) * local_size."""
+    steps = block_N * block_K // (threads * local_size)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), T.float16), Bq: T.Tensor((N, K // 2), T.uint8),
+             Sc: T.Tensor((N, K // group), T.float16), C: T.Tensor((M, N), T.float16)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            a_s = T.alloc_shared((block_M, block_K), T.float16)
+            q_s = T.alloc_shared((block_N, block_K // 2), T.uint8)
+            b_s = T.alloc_shared((block_N, block_K), T.float16)
+            q_loc = T.alloc_local((local_size // 2,), T.uint8)
+            w_loc = T.alloc_local((local_size,), T.float16)
+            acc = T.alloc_fragment((block_M, block_N), T.float32)
+            tx = T.get_thread_binding()
+            T.clear(acc)
+            for k in T.Pipelined(K // block_K, num_stages=2):
+                T.copy(A[by * block_M, k * block_K], a_s)
+                T.copy(Bq[bx * block_N, k * block_K // 2], q_s)
+                for i in T.serial(steps):
+                    base = (i * threads + tx) * local_size
+                    n = base // block_K
+                    j0 = base % block_K
+                    for v in T.vectorized(local_size // 2):
+                        q_loc[v] = q_s[n, j0 // 2 + v]
+                    s = Sc[bx * block_N + n, (k * block_K + j0) // group]
+                    for v in T.serial(local_size):
+                        nib = (q_loc[v // 2] >> T.cast((v % 2) * 4, T.uint8)) & T.uint8(0xF)
+                        w_loc[v] = (T.cast(nib, T.float16) - T.float16(8)) * s
+                    for v in T.vectorized(local_size):
+                        b_s[n, j0 + v] = w_loc[v]
+                T.gemm(a_s, b_s, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return main
