@@ -1,8 +1,11 @@
 """The fifty-seventh set of programs in TileLang's idioms (tests/unseen_programs57.py): a 3-d
 7-point stencil marching in z with registers, CSR SpMM with a warp per row, a bfloat16 CSR
 SpMV reduced by T.shfl_down, a stable block-local radix pass ranked by T.cumsum over a
-one-hot shared matrix, and a segmented scan chained across blocks (tickets, acquire
-polling, release stores).
+one-hot shared matrix, a segmented scan chained across blocks (tickets, acquire polling,
+release stores), a decoupled look-back scan whose status (flag and value) is one int64
+word, its form with a warp-wide look-back window (T.ballot, T.__ffs, T.shfl_xor), a 3-d
+stencil that copies three haloed planes per step under T.Pipelined, and a warp-aggregated
+histogram (T.match_any_sync, T.__ffs, T.popcount).
 CPU: each builds to an sm_90a and an sm_80 cubin, and what decides its result is read in
 the generated source.  All built and read right as first written.
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs57.py``)."""
@@ -16,7 +19,8 @@ import rounds
 import unseen_programs57 as P
 
 NAMES = ["chained_segmented_scan", "csr_spmm_warp_per_row", "csr_spmv_warp_shfl",
-         "radix_pass_onehot_cumsum", "stencil3d_7pt_zmarch"]
+         "lookback_scan_packed_status", "radix_pass_onehot_cumsum", "stencil3d_7pt_zmarch",
+         "stencil3d_pipelined_planes", "warp_aggregated_histogram", "warp_window_lookback_scan"]
 
 _arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
 _kernel = rounds.kernel_of(P)
@@ -100,6 +104,72 @@ def test_chained_scan_polls_with_acquire_and_publishes_with_release():
                      r"cutlass\.Float32\(0\.0\)\)", src)
 
 
+def test_lookback_publishes_flag_and_value_in_one_int64_word():
+    src = _body("lookback_scan_packed_status")
+    assert "# T.cumsum(buf, buf, dim=0)" in src
+    assert "low = cutlass.Int64(agg) & cutlass.Int64(4294967295)" in src
+    assert 'tca.atomic_store(Status, (tile,), cutlass.Int64(2) << cutlass.Int64(32) | low, "release")' in src
+    assert 'tca.atomic_store(Status, (tile,), cutlass.Int64(1) << cutlass.Int64(32) | low, "release")' in src
+    walk = src.split("while going[0] == 1:", 1)[1].split("incl = ", 1)[0]
+    assert re.search(r'tc_at\d+ = tca\.atomic_load\(Status, \(p\[0\],\), "acquire"\)\s+word\[0\] = tc_at\d+', walk)
+    assert "word = cute.make_rmem_tensor((1,), cutlass.Int64)" in src
+    assert "flag = cutlass.Int32(word[0] >> cutlass.Int64(32))" in walk
+    assert re.search(r"if flag != 0:\s+excl\[0\] = excl\[0\] \+ cutlass\.Int32\(word\[0\] & cutlass\.Int64\(4294967295\)\)\s+"
+                     r"if flag == 2:\s+going\[0\] = 0\s+else:\s+p\[0\] = p\[0\] - 1", walk)
+    assert "incl = cutlass.Int64(excl[0] + agg) & cutlass.Int64(4294967295)" in src
+    assert "Y[tile * 256 + tx] = buf[tx] + excl_s[0]" in src
+
+
+def test_pipelined_stencil_copies_three_haloed_planes_per_step():
+    src = _body("stencil3d_pipelined_planes")
+    assert "planes = cute.make_tensor(cute.recast_ptr(tc_smem + 0, dtype=cutlass.Float32), cute.make_layout(1836))" in src
+    step = src.split("for k in cutlass.range(0, 16):", 1)[1]
+    # a barrier before the copy overwrites the planes the last step read, and one after it
+    assert step.lstrip().startswith("cute.arch.sync_threads()")
+    assert "planes[i1 * 612 + i2 * 34 + i3] = X[k + i1, by * 16 + i2, bx * 32 + i3]" in step
+    assert re.search(r"if tc_f2 < 1836:.*?cute\.arch\.sync_threads\(\)\s+tc_f3 = tc_tid \* 4", step, re.S)
+    # the two z neighbours, the four in-plane ones (two as vector loads), minus six times the centre
+    assert "planes[0 * 612 + (i + 1) * 34 + (j + tc_lane6) + 1] + planes[2 * 612 + (i + 1) * 34 + (j + tc_lane6) + 1]" in step
+    assert "planes[1 * 612 + i * 34 + (j + tc_lane6) + 1] + planes[1 * 612 + (i + 2) * 34 + (j + tc_lane6) + 1]" in step
+    assert "cute.assume(1 * 612 + (i + 1) * 34 + j, divby=2)" in step
+    assert "cute.assume(1 * 612 + (i + 1) * 34 + j + 2, divby=2)" in step
+    assert "- cutlass.Float32(6.0) * planes[1 * 612 + (i + 1) * 34 + (j + tc_lane6) + 1]" in step
+    assert "cute.assume(k * 6144 + (by * 16 + i4) * 96 + bx * 32 + i5, divby=4)" in step
+
+
+def test_warp_aggregated_histogram_lets_one_lane_per_bin_add():
+    src = _body("warp_aggregated_histogram")
+    assert re.search(r"b\[0\] = -1\s+if idx < 20000:\s+b\[0\] = cutlass\.min\(cutlass\.Int32\(X\[idx\] \* "
+                     r"cutlass\.Float32\(64\.0\)\), 63\)\s+peers = tcmath\.match_sync\(b\[0\], "
+                     r'cutlass\.Uint32\(4294967295\), "any"\)', src)
+    # the match is outside the lane test (the whole warp takes part); the lowest peer adds
+    assert re.search(r"if b\[0\] >= 0 and tcmath\.ffs\(peers\) - 1 == lane:\s+"
+                     r"tca\.atomic_add\(hist, b\[0\], cutlass\.Int32\(cute\.arch\.popc\(peers\)\)\)", src)
+    assert re.search(r"if hist\[0 \+ tx\] > 0:\s+tca\.atomic_add\(H, \(0 \+ tx,\), hist\[0 \+ tx\]\)", src)
+
+
+def test_warp_window_lookback_votes_on_the_window():
+    src = _body("warp_window_lookback_scan")
+    walk = src.split("while going[0] == 1:", 1)[1].split("if tx == 0:\n            if tile >= 0", 1)[0]
+    assert "if tc_tid < 32:" in src
+    # before tile 0 reads as an inclusive 0; the others' words by acquire loads
+    assert re.search(r"word\[0\] = cutlass\.Int64\(2\) << cutlass\.Int64\(32\)\s+if base\[0\] - tx >= 0:", walk)
+    assert 'tca.atomic_load(Status, (base[0] - tx,), "acquire")' in walk
+    # T.ballot is a uint64 mask in TileLang; T.__ffs of it is one-based
+    assert "incl = cutlass.Uint64(cutlass.Uint32(cute.arch.vote_ballot_sync(flag == 2)))" in walk
+    assert "unset = cutlass.Uint64(cutlass.Uint32(cute.arch.vote_ballot_sync(flag == 0)))" in walk
+    assert "stop = tcmath.ffs(incl)" in walk
+    assert ("upto = cutlass.Uint64(cutlass.select_(stop == 0, cutlass.Uint64(4294967295), "
+            "(cutlass.Uint64(1) << cutlass.Uint64(stop)) - cutlass.Uint64(1)))") in walk
+    # (Python's & binds tighter than ==, as the program means)
+    assert "if unset & upto == cutlass.Uint64(0):" in walk
+    assert re.search(r"if stop == 0 or tx < stop:\s+part\[0\] = cutlass\.Int32\(word\[0\] & cutlass\.Int64\(4294967295\)\)", walk)
+    assert "part[0] = part[0] + cute.arch.shuffle_sync_bfly(part[0], offset=16 >> t, mask_and_clamp=31)" in walk
+    assert re.search(r"if stop != 0:\s+going\[0\] = 0\s+else:\s+base\[0\] = base\[0\] - 32", walk)
+    assert ('tca.atomic_store(Status, (tile,), cutlass.Int64(2) << cutlass.Int64(32) | '
+            'cutlass.Int64(excl[0] + agg) & cutlass.Int64(4294967295), "release")') in src
+
+
 # ---- on the GPU --------------------------------------------------------------------------------
 def _random_csr(M, K, nnz, dtype=torch.float32):
     """A random (M, K) CSR matrix with exactly nnz entries (some rows empty), on the GPU."""
@@ -120,6 +190,45 @@ def test_stencil3d_7pt_zmarch_on_gpu():
     nb = (Z[:-2, 1:-1, 1:-1] + Z[2:, 1:-1, 1:-1] + Z[1:-1, :-2, 1:-1] + Z[1:-1, 2:, 1:-1]
           + Z[1:-1, 1:-1, :-2] + Z[1:-1, 1:-1, 2:])
     rounds.close(Y, -6.0 * X + nb, 1e-5)
+
+
+@pytest.mark.gpu
+def test_stencil3d_pipelined_planes_on_gpu():
+    X = torch.randn(18, 66, 98, device="cuda")
+    c = X[1:-1, 1:-1, 1:-1]
+    want = (X[:-2, 1:-1, 1:-1] + X[2:, 1:-1, 1:-1] + X[1:-1, :-2, 1:-1] + X[1:-1, 2:, 1:-1]
+            + X[1:-1, 1:-1, :-2] + X[1:-1, 1:-1, 2:] - 6.0 * c)
+    rounds.close(P.stencil3d_pipelined_planes()(X), want, 1e-5)
+
+
+@pytest.mark.gpu
+def test_lookback_scan_packed_status_on_gpu():
+    X = torch.randint(-1000, 1000, (8192,), device="cuda", dtype=torch.int32)
+    for _ in range(3):
+        status = torch.zeros(32, device="cuda", dtype=torch.int64)
+        ticket = torch.zeros(1, device="cuda", dtype=torch.int32)
+        Y = P.lookback_scan_packed_status()(X, status, ticket)
+        assert torch.equal(Y, torch.cumsum(X, 0).int())
+        assert torch.equal(status >> 32, torch.full_like(status, 2))
+
+
+@pytest.mark.gpu
+def test_warp_aggregated_histogram_on_gpu():
+    X = torch.rand(20000, device="cuda")
+    X[:3000] = 0.5  # long runs of one bin: whole warps match
+    H = P.warp_aggregated_histogram()(X)
+    want = torch.bincount((X * 64).int().clamp(max=63).long(), minlength=64).int()
+    assert torch.equal(H, want)
+
+
+@pytest.mark.gpu
+def test_warp_window_lookback_scan_on_gpu():
+    X = torch.randint(-1000, 1000, (16384,), device="cuda", dtype=torch.int32)
+    for _ in range(3):
+        status = torch.zeros(64, device="cuda", dtype=torch.int64)
+        ticket = torch.zeros(1, device="cuda", dtype=torch.int32)
+        Y = P.warp_window_lookback_scan()(X, status, ticket)
+        assert torch.equal(Y, torch.cumsum(X, 0).int())
 
 
 @pytest.mark.gpu

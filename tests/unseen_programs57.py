@@ -1,11 +1,16 @@
 """A fifty-seventh set of programs in TileLang's idioms (written for tilecute, not taken from
-TileLang): scans, sorts and stencils -- a 3-d 7-point stencil that marches in z with the
-column below / at / above held in registers and the xy plane in a haloed shared tile; CSR
-SpMM with a warp per row (the row's nonzeros walked by a serial loop whose bounds are read
-from the row pointers); bfloat16 CSR SpMV with a warp per row (a while loop over a cursor) reduced by T.shfl_down; one stable
+TileLang): scans, sorts, histograms and stencils -- a 3-d 7-point stencil that marches in z
+with the column below / at / above held in registers and the xy plane in a haloed shared
+tile; a 3-d stencil that copies the three haloed planes of each step into a 3-d shared tile
+under T.Pipelined and computes on a T.Parallel tile; CSR SpMM with a warp per row (the row's
+nonzeros walked by a serial loop whose bounds are read from the row pointers); a bfloat16
+CSR SpMV with a warp per row (a while loop over a cursor) reduced by T.shfl_down; one stable
 block-local radix pass (a one-hot (16, block) shared matrix scanned by T.cumsum along dim 1
-gives each key its rank among keys of its digit); and a segmented inclusive scan across
-blocks, chained by tickets, release stores and an acquire-polling loop.
+gives each key its rank among keys of its digit); a segmented inclusive scan across blocks,
+chained by tickets, release stores and an acquire-polling loop; a decoupled look-back scan
+whose flag and value share one int64 status word (64-bit release stores and acquire loads)
+and its form with a warp-wide look-back window (T.ballot masks, T.__ffs, T.shfl_xor); and a
+warp-aggregated histogram (T.match_any_sync peers, the lowest adds T.popcount of them).
 
 ``tests/test_unseen_programs57.py`` builds each to a cubin on the CPU, checks what decides
 the result in the generated source, and on a GPU compares it with torch.  The file reads as
@@ -216,5 +221,187 @@ def chained_segmented_scan(n=4096, block=256):
                 T.atomic_store(Flag[tile], 1, memory_order="release")
             T.sync_threads()
             Y[tile * block + tx] = val[tx] + T.if_then_else(flg[tx] == 0, carry_s[0], 0.0)
+
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def lookback_scan_packed_status(n=8192, block=256):
+    """Inclusive prefix sum of int32 in one pass with decoupled look-back, each tile's status
+    one int64 word: flag in the high half (1 aggregate, 2 inclusive prefix), the value's 32
+    bits in the low half, so a flag and its value are published and read together by one
+    64-bit release store / acquire load.  Thread 0 walks back over the predecessors, waiting
+    while a word is 0.  Status and the ticket start at zero (the caller)."""
+    tiles = n // block
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), T.int32), Y: T.Tensor((n,), T.int32),
+             Status: T.Tensor((tiles,), T.int64), Ticket: T.Tensor((1,), T.int32)):
+        with T.Kernel(tiles, threads=block) as bx:
+            tx = T.get_thread_binding()
+            tile_s = T.alloc_shared((1,), T.int32)
+            excl_s = T.alloc_shared((1,), T.int32)
+            buf = T.alloc_shared((block,), T.int32)
+            if tx == 0:
+                tile_s[0] = T.atomic_add(Ticket[0], 1, return_prev=True)
+            T.sync_threads()
+            tile = tile_s[0]
+            buf[tx] = X[tile * block + tx]
+            T.sync_threads()
+            T.cumsum(buf, dim=0)
+            T.sync_threads()
+            if tx == 0:
+                agg = buf[block - 1]
+                low = T.cast(agg, T.int64) & 0xFFFFFFFF
+                excl = T.alloc_var(T.int32, init=0)
+                if tile == 0:
+                    T.atomic_store(Status[tile], (T.int64(2) << 32) | low, memory_order="release")
+                else:
+                    T.atomic_store(Status[tile], (T.int64(1) << 32) | low, memory_order="release")
+                    p = T.alloc_var(T.int32, init=tile - 1)
+                    going = T.alloc_var(T.int32, init=1)
+                    while going == 1:
+                        word = T.alloc_var(T.int64)
+                        word = T.atomic_load(Status[p], memory_order="acquire")
+                        flag = T.cast(word >> 32, T.int32)
+                        if flag != 0:
+                            excl += T.cast(word & 0xFFFFFFFF, T.int32)
+                            if flag == 2:
+                                going = 0
+                            else:
+                                p -= 1
+                    incl = T.cast(excl + agg, T.int64) & 0xFFFFFFFF
+                    T.atomic_store(Status[tile], (T.int64(2) << 32) | incl, memory_order="release")
+                excl_s[0] = excl
+            T.sync_threads()
+            Y[tile * block + tx] = buf[tx] + excl_s[0]
+
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def stencil3d_pipelined_planes(D=16, H=64, W=96, bh=16, bw=32, threads=128, stages=2):
+    """Y[k, i, j] = 7-point Laplacian of X at (k + 1, i + 1, j + 1), X padded by one point on
+    every side ((D + 2, H + 2, W + 2)), so no copy leaves the tensor.  A block owns a (bh, bw)
+    column and walks k under T.Pipelined, copying the three haloed planes k .. k + 2 into a
+    3-d shared tile per step; T.Parallel over the (bh, bw) tile does the arithmetic."""
+
+    @T.prim_func
+    def main(X: T.Tensor((D + 2, H + 2, W + 2), T.float32), Y: T.Tensor((D, H, W), T.float32)):
+        with T.Kernel(W // bw, H // bh, threads=threads) as (bx, by):
+            planes = T.alloc_shared((3, bh + 2, bw + 2), T.float32)
+            out = T.alloc_fragment((bh, bw), T.float32)
+            for k in T.Pipelined(D, num_stages=stages):
+                T.copy(X[k:k + 3, by * bh:by * bh + bh + 2, bx * bw:bx * bw + bw + 2], planes)
+                for i, j in T.Parallel(bh, bw):
+                    out[i, j] = (planes[0, i + 1, j + 1] + planes[2, i + 1, j + 1] + planes[1, i, j + 1]
+                                 + planes[1, i + 2, j + 1] + planes[1, i + 1, j] + planes[1, i + 1, j + 2]
+                                 - 6.0 * planes[1, i + 1, j + 1])
+                T.copy(out, Y[k, by * bh, bx * bw])
+
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def warp_aggregated_histogram(n=20000, bins=64, threads=256, per_block=2048):
+    """Counts of X (values in [0, 1)) over `bins` equal bins.  Each step a warp's lanes find
+    the lanes holding the same bin by T.match_any_sync; only the lowest of them (T.__ffs of
+    the peer mask) adds the group's size (T.popcount) to the block's shared histogram, which
+    is then added to the global one by atomics.  Lanes past n take bin -1 and still join the
+    match (it needs the whole warp)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), T.float32), H: T.Tensor((bins,), T.int32)):
+        with T.Kernel(T.ceildiv(n, per_block), threads=threads) as bx:
+            tx = T.get_thread_binding()
+            lane = tx % 32
+            hist = T.alloc_shared((bins,), T.int32)
+            for q in T.serial(T.ceildiv(bins, threads)):
+                if q * threads + tx < bins:
+                    hist[q * threads + tx] = 0
+            T.sync_threads()
+            for it in T.serial(per_block // threads):
+                idx = bx * per_block + it * threads + tx
+                b = T.alloc_var(T.int32, init=-1)
+                if idx < n:
+                    b = T.min(T.cast(X[idx] * bins, T.int32), bins - 1)
+                peers = T.match_any_sync(b)
+                if b >= 0 and T.__ffs(peers) - 1 == lane:
+                    T.atomic_add(hist[b], T.cast(T.popcount(peers), T.int32))
+            T.sync_threads()
+            for q in T.serial(T.ceildiv(bins, threads)):
+                if q * threads + tx < bins:
+                    if hist[q * threads + tx] > 0:
+                        T.atomic_add(H[q * threads + tx], hist[q * threads + tx])
+
+    return main
+
+
+@tilelang.jit(out_idx=[1])
+def warp_window_lookback_scan(n=16384, block=256):
+    """Inclusive int32 prefix sum in one pass with a look-back done by a whole warp: lane l
+    reads (acquire) the int64 status word of tile base - l (flag << 32 | value bits; before
+    tile 0 counts as an inclusive 0), T.ballot of "inclusive" and of "not yet published"
+    (uint64 masks) decide whether the window is usable: the nearest inclusive lane is
+    T.__ffs of the first mask, and every lane up to it (all 32 when none) must be published.
+    A usable window's values up to that lane are summed by T.shfl_xor; with no inclusive
+    lane the window moves 32 tiles back, else the walk ends; an unusable one is read again."""
+    tiles = n // block
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), T.int32), Y: T.Tensor((n,), T.int32),
+             Status: T.Tensor((tiles,), T.int64), Ticket: T.Tensor((1,), T.int32)):
+        with T.Kernel(tiles, threads=block) as bx:
+            tx = T.get_thread_binding()
+            tile_s = T.alloc_shared((1,), T.int32)
+            excl_s = T.alloc_shared((1,), T.int32)
+            buf = T.alloc_shared((block,), T.int32)
+            if tx == 0:
+                tile_s[0] = T.atomic_add(Ticket[0], 1, return_prev=True)
+            T.sync_threads()
+            tile = tile_s[0]
+            buf[tx] = X[tile * block + tx]
+            T.sync_threads()
+            T.cumsum(buf, dim=0)
+            T.sync_threads()
+            if tx < 32:
+                agg = buf[block - 1]
+                excl = T.alloc_var(T.int32, init=0)
+                if tile > 0:
+                    if tx == 0:
+                        T.atomic_store(Status[tile], (T.int64(1) << 32) | (T.cast(agg, T.int64) & 0xFFFFFFFF),
+                                       memory_order="release")
+                    base = T.alloc_var(T.int32, init=tile - 1)
+                    going = T.alloc_var(T.int32, init=1)
+                    while going == 1:
+                        word = T.alloc_var(T.int64)
+                        word = T.int64(2) << 32
+                        if base - tx >= 0:
+                            word = T.atomic_load(Status[base - tx], memory_order="acquire")
+                        flag = T.cast(word >> 32, T.int32)
+                        incl = T.ballot(flag == 2)
+                        unset = T.ballot(flag == 0)
+                        stop = T.__ffs(incl)
+                        upto = T.if_then_else(stop == 0, T.uint64(0xFFFFFFFF),
+                                              (T.uint64(1) << T.cast(stop, T.uint64)) - T.uint64(1))
+                        if (unset & upto) == T.uint64(0):
+                            part = T.alloc_var(T.int32)
+                            part = 0
+                            if stop == 0 or tx < stop:
+                                part = T.cast(word & 0xFFFFFFFF, T.int32)
+                            for t in T.unroll(5):
+                                part += T.shfl_xor(part, 16 >> t)
+                            excl += part
+                            if stop != 0:
+                                going = 0
+                            else:
+                                base -= 32
+                if tx == 0:
+                    T.atomic_store(Status[tile],
+                                   (T.int64(2) << 32) | (T.cast(excl + agg, T.int64) & 0xFFFFFFFF),
+                                   memory_order="release")
+                    excl_s[0] = excl
+            T.sync_threads()
+            Y[tile * block + tx] = buf[tx] + excl_s[0]
 
     return main
