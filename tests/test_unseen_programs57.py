@@ -107,6 +107,11 @@ def test_chained_scan_polls_with_acquire_and_publishes_with_release():
 def test_lookback_publishes_flag_and_value_in_one_int64_word():
     src = _body("lookback_scan_packed_status")
     assert "# T.cumsum(buf, buf, dim=0)" in src
+    # excl_s lies on tile_s's bytes (its life begins after tile_s's last read): every
+    # thread reads the tile before thread 0 writes its exclusive prefix there
+    assert "excl_s = cute.make_tensor(cute.recast_ptr(tc_smem + 0, dtype=cutlass.Int32)" in src
+    assert re.search(r"tile = tile_s\[0\]\s+word = [^\n]+\s+word\[0\] = cutlass\.Int64\(0\)\s+"
+                     r"cute\.arch\.sync_threads\(\)\s+if tx == 0:", src)
     assert "low = cutlass.Int64(agg) & cutlass.Int64(4294967295)" in src
     assert 'tca.atomic_store(Status, (tile,), cutlass.Int64(2) << cutlass.Int64(32) | low, "release")' in src
     assert 'tca.atomic_store(Status, (tile,), cutlass.Int64(1) << cutlass.Int64(32) | low, "release")' in src
@@ -151,7 +156,7 @@ def test_warp_aggregated_histogram_lets_one_lane_per_bin_add():
 def test_warp_window_lookback_votes_on_the_window():
     src = _body("warp_window_lookback_scan")
     walk = src.split("while going[0] == 1:", 1)[1].split("if tx == 0:\n            if tile >= 0", 1)[0]
-    assert "if tc_tid < 32:" in src
+    assert re.search(r"tile = tile_s\[0\]\s+cute\.arch\.sync_threads\(\)\s+if tc_tid < 32:", src)
     # before tile 0 reads as an inclusive 0; the others' words by acquire loads
     assert re.search(r"word\[0\] = cutlass\.Int64\(2\) << cutlass\.Int64\(32\)\s+if base\[0\] - tx >= 0:", walk)
     assert 'tca.atomic_load(Status, (base[0] - tx,), "acquire")' in walk

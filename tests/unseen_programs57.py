@@ -225,6 +225,19 @@ def chained_segmented_scan(n=4096, block=256):
     return main
 
 
+@T.macro
+def _scan_next_tile(X, Ticket, tile_s, buf, tx, block):
+    """Take the next tile by a ticket (T.atomic_add returning the old count, so tiles are
+    taken in launch order) into tile_s[0], load it into buf and scan it in place."""
+    if tx == 0:
+        tile_s[0] = T.atomic_add(Ticket[0], 1, return_prev=True)
+    T.sync_threads()
+    buf[tx] = X[tile_s[0] * block + tx]
+    T.sync_threads()
+    T.cumsum(buf, dim=0)
+    T.sync_threads()
+
+
 @tilelang.jit(out_idx=[1])
 def lookback_scan_packed_status(n=8192, block=256):
     """Inclusive prefix sum of int32 in one pass with decoupled look-back, each tile's status
@@ -242,14 +255,8 @@ def lookback_scan_packed_status(n=8192, block=256):
             tile_s = T.alloc_shared((1,), T.int32)
             excl_s = T.alloc_shared((1,), T.int32)
             buf = T.alloc_shared((block,), T.int32)
-            if tx == 0:
-                tile_s[0] = T.atomic_add(Ticket[0], 1, return_prev=True)
-            T.sync_threads()
+            _scan_next_tile(X, Ticket, tile_s, buf, tx, block)
             tile = tile_s[0]
-            buf[tx] = X[tile * block + tx]
-            T.sync_threads()
-            T.cumsum(buf, dim=0)
-            T.sync_threads()
             if tx == 0:
                 agg = buf[block - 1]
                 low = T.cast(agg, T.int64) & 0xFFFFFFFF
@@ -356,14 +363,8 @@ def warp_window_lookback_scan(n=16384, block=256):
             tile_s = T.alloc_shared((1,), T.int32)
             excl_s = T.alloc_shared((1,), T.int32)
             buf = T.alloc_shared((block,), T.int32)
-            if tx == 0:
-                tile_s[0] = T.atomic_add(Ticket[0], 1, return_prev=True)
-            T.sync_threads()
+            _scan_next_tile(X, Ticket, tile_s, buf, tx, block)
             tile = tile_s[0]
-            buf[tx] = X[tile * block + tx]
-            T.sync_threads()
-            T.cumsum(buf, dim=0)
-            T.sync_threads()
             if tx < 32:
                 agg = buf[block - 1]
                 excl = T.alloc_var(T.int32, init=0)
