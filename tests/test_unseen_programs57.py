@@ -4,10 +4,15 @@ SpMV reduced by T.shfl_down, a stable block-local radix pass ranked by T.cumsum 
 one-hot shared matrix, a segmented scan chained across blocks (tickets, acquire polling,
 release stores), a decoupled look-back scan whose status (flag and value) is one int64
 word, its form with a warp-wide look-back window (T.ballot, T.__ffs, T.shfl_xor), a 3-d
-stencil that copies three haloed planes per step under T.Pipelined, and a warp-aggregated
-histogram (T.match_any_sync, T.__ffs, T.popcount).
+stencil that copies three haloed planes per step under T.Pipelined, a warp-aggregated
+histogram (T.match_any_sync, T.__ffs, T.popcount), and a radix pass's digit counts and
+scatter offsets in one launch (the last block by an acq_rel ticket scans them).
 CPU: each builds to an sm_90a and an sm_80 cubin, and what decides its result is read in
-the generated source.  All built and read right as first written.
+the generated source.  All built and read right as first written, and each lowers in
+TileLang 0.1.15 too.  Left as found: in a loop every thread runs alike, tilecute puts a
+barrier before each atomic to a shared buffer (warp_aggregated_histogram,
+radix_offsets_last_block) where TileLang puts none -- right, but a barrier per step that
+atomics to one buffer do not need.
 GPU: each matches a torch reference (``pytest -q -m gpu tests/test_unseen_programs57.py``)."""
 
 import re
@@ -19,7 +24,8 @@ import rounds
 import unseen_programs57 as P
 
 NAMES = ["chained_segmented_scan", "csr_spmm_warp_per_row", "csr_spmv_warp_shfl",
-         "lookback_scan_packed_status", "radix_pass_onehot_cumsum", "stencil3d_7pt_zmarch",
+         "lookback_scan_packed_status", "radix_offsets_last_block", "radix_pass_onehot_cumsum",
+         "stencil3d_7pt_zmarch",
          "stencil3d_pipelined_planes", "warp_aggregated_histogram", "warp_window_lookback_scan"]
 
 _arch = rounds.use_arch("TILECUTE_ARCH", "CUTE_DSL_ARCH")
@@ -175,6 +181,25 @@ def test_warp_window_lookback_votes_on_the_window():
             'cutlass.Int64(excl[0] + agg) & cutlass.Int64(4294967295), "release")') in src
 
 
+def test_radix_offsets_are_scanned_by_the_block_that_takes_the_last_ticket():
+    src = _body("radix_offsets_last_block")
+    # (a barrier before each shared atomic is tilecute's, not needed: atomics to one buffer
+    # need no ordering among themselves; TileLang puts none there)
+    assert re.search(r"key = Keys\[bx \* 1024 \+ e \* 256 \+ tx\]\s+(cute\.arch\.sync_threads\(\)\s+)?"
+                     r"tca\.atomic_add\(cnt, \(key >> 4 & 15\), 1\)", src)
+    # the block's count stores, a barrier, then thread 0's acq_rel ticket
+    assert re.search(r"Counts\[bx, tx\] = cnt\[tx\]\s+cute\.arch\.sync_threads\(\)\s+if tx == 0:\s+"
+                     r'ticket = tca\.atomic_fetch\(Done, \(0,\), 1, "add", order="acq_rel"\)\s+'
+                     r"last\[0\] = cutlass\.Int32\(cutlass\.select_\(ticket == 15, 1, 0\)\)", src)
+    # a branch every thread of the block takes alike (a shared flag) keeps its barrier inside
+    assert re.search(r"if last\[0\] == 1:\s+if tx < 16:.*?tot\[tx\] = run\[0\]\s+cute\.arch\.sync_threads\(\)\s+"
+                     r"if tx < 16:", src, re.S)
+    assert 'c = tca.atomic_load(Counts, (b, tx), "relaxed")' in src
+    assert re.search(r"Offsets\[b, tx\] = run\[0\]\s+run\[0\] = run\[0\] \+ c", src)
+    assert re.search(r"for d in cutlass\.range\(0, tx\):\s+below\[0\] = below\[0\] \+ tot\[d\]", src)
+    assert re.search(r"Offsets\[(\w+), tx\] = Offsets\[\1, tx\] \+ below\[0\]", src)
+
+
 # ---- on the GPU --------------------------------------------------------------------------------
 def _random_csr(M, K, nnz, dtype=torch.float32):
     """A random (M, K) CSR matrix with exactly nnz entries (some rows empty), on the GPU."""
@@ -234,6 +259,20 @@ def test_warp_window_lookback_scan_on_gpu():
         ticket = torch.zeros(1, device="cuda", dtype=torch.int32)
         Y = P.warp_window_lookback_scan()(X, status, ticket)
         assert torch.equal(Y, torch.cumsum(X, 0).int())
+
+
+@pytest.mark.gpu
+def test_radix_offsets_last_block_on_gpu():
+    keys = torch.randint(0, 1 << 16, (16384,), device="cuda", dtype=torch.int32)
+    for _ in range(3):
+        done = torch.zeros(1, device="cuda", dtype=torch.int32)
+        counts, offsets = P.radix_offsets_last_block()(keys, done)
+        digit = ((keys >> 4) & 15).view(16, 1024).long()
+        want = torch.stack([torch.bincount(d, minlength=16) for d in digit]).int()
+        assert torch.equal(counts, want)
+        below_d = torch.cumsum(want.sum(0), 0) - want.sum(0)
+        below_b = torch.cumsum(want, 0) - want
+        assert torch.equal(offsets, (below_d[None, :] + below_b).int())
 
 
 @pytest.mark.gpu

@@ -10,7 +10,9 @@ gives each key its rank among keys of its digit); a segmented inclusive scan acr
 chained by tickets, release stores and an acquire-polling loop; a decoupled look-back scan
 whose flag and value share one int64 status word (64-bit release stores and acquire loads)
 and its form with a warp-wide look-back window (T.ballot masks, T.__ffs, T.shfl_xor); and a
-warp-aggregated histogram (T.match_any_sync peers, the lowest adds T.popcount of them).
+warp-aggregated histogram (T.match_any_sync peers, the lowest adds T.popcount of them); and
+a radix pass's digit counts and scatter offsets in one launch (the block that takes the last
+ticket of an acq_rel T.atomic_add scans every block's counts, read by relaxed atomic loads).
 
 ``tests/test_unseen_programs57.py`` builds each to a cubin on the CPU, checks what decides
 the result in the generated source, and on a GPU compares it with torch.  The file reads as
@@ -404,5 +406,57 @@ def warp_window_lookback_scan(n=16384, block=256):
                     excl_s[0] = excl
             T.sync_threads()
             Y[tile * block + tx] = buf[tx] + excl_s[0]
+
+    return main
+
+
+@tilelang.jit(out_idx=[1, 2])
+def radix_offsets_last_block(n=16384, block=256, per_thread=4, shift=4):
+    """One radix pass's digit counts and scatter offsets in one launch: block b counts the 4-bit
+    digits (key >> shift) & 15 of its block * per_thread keys with shared atomics and writes
+    Counts[b, :]; thread 0 then takes a ticket with an acq_rel T.atomic_add (after a barrier,
+    so the block's count stores come before it) and the block that takes the last ticket
+    computes Offsets[b, d] = (keys of digits below d) + (keys of digit d in blocks below b),
+    where a stable scatter of block b's keys of digit d starts.  Done starts at zero."""
+    per_block = block * per_thread
+    blocks = n // per_block
+
+    @T.prim_func
+    def main(Keys: T.Tensor((n,), T.int32), Counts: T.Tensor((blocks, 16), T.int32),
+             Offsets: T.Tensor((blocks, 16), T.int32), Done: T.Tensor((1,), T.int32)):
+        with T.Kernel(blocks, threads=block) as bx:
+            tx = T.get_thread_binding()
+            cnt = T.alloc_shared((16,), T.int32)
+            tot = T.alloc_shared((16,), T.int32)
+            last = T.alloc_shared((1,), T.int32)
+            if tx < 16:
+                cnt[tx] = 0
+            T.sync_threads()
+            for e in T.unroll(per_thread):
+                key = Keys[bx * per_block + e * block + tx]
+                T.atomic_add(cnt[(key >> shift) & 15], 1)
+            T.sync_threads()
+            if tx < 16:
+                Counts[bx, tx] = cnt[tx]
+            T.sync_threads()
+            if tx == 0:
+                ticket = T.atomic_add(Done[0], 1, memory_order="acq_rel", return_prev=True)
+                last[0] = T.if_then_else(ticket == blocks - 1, 1, 0)
+            T.sync_threads()
+            if last[0] == 1:
+                if tx < 16:
+                    run = T.alloc_var(T.int32, init=0)
+                    for b in T.serial(blocks):
+                        c = T.atomic_load(Counts[b, tx], memory_order="relaxed")
+                        Offsets[b, tx] = run
+                        run += c
+                    tot[tx] = run
+                T.sync_threads()
+                if tx < 16:
+                    below = T.alloc_var(T.int32, init=0)
+                    for d in T.serial(tx):
+                        below += tot[d]
+                    for b in T.serial(blocks):
+                        Offsets[b, tx] += below
 
     return main
