@@ -86,6 +86,13 @@ def reads_thread_index(e) -> bool:
                for c in walk_nodes(e))
 
 
+def buffer_scope(allocs: dict, name: str) -> str:
+    """The scope of buffer ``name``: its allocation's (``allocs``: name -> Allocate), else
+    ``"global"`` (a parameter)."""
+    a = allocs.get(name)
+    return a.buffer.scope if a is not None else "global"
+
+
 def thread_dependent(exprs, body) -> bool:
     """Do ``exprs`` read the thread index, directly or through ``body``'s Lets (a
     kernel's ``tx = T.get_thread_binding()``)?"""

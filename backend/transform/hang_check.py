@@ -36,6 +36,7 @@ import warnings
 from ..ir import nodes as N
 from ..ir.visitor import walk_nodes, walk_stmts
 from ..target import arch_at_least, target
+from .analysis import buffer_scope
 
 
 class HangError(ValueError):
@@ -69,7 +70,7 @@ def sync_kind(s: N.Stmt, allocs: dict) -> str | None:
         return f"T.finalize_reducer({s.buffer})"
     if isinstance(s, N.ThreadAllReduce) and s.scratch:
         return "a thread all-reduce across warps"
-    if isinstance(s, N.TmaCopy) and _scope(allocs, s.dst.buffer) == "global":
+    if isinstance(s, N.TmaCopy) and buffer_scope(allocs, s.dst.buffer) == "global":
         return f"the TMA store into '{s.dst.buffer}' (a barrier before its one issuing thread)"
     if isinstance(s, N.ClusterCopy) and s.barrier is not None:
         return "a cluster copy's barrier"
@@ -81,11 +82,6 @@ def sync_kind(s: N.Stmt, allocs: dict) -> str | None:
         if hit:
             return f"T.{hit}()"
     return None
-
-
-def _scope(allocs: dict, name: str) -> str:
-    a = allocs.get(name)
-    return a.buffer.scope if a is not None else "global"
 
 
 # ---- evaluating conditions for each thread -------------------------------------------
@@ -191,7 +187,7 @@ class _Checker:
                 return True
             if isinstance(x, N.Var) and x.name in self.tainted:
                 return True
-            if isinstance(x, N.Load) and _scope(self.allocs, x.buffer) == "fragment":
+            if isinstance(x, N.Load) and buffer_scope(self.allocs, x.buffer) == "fragment":
                 return True
         return False
 

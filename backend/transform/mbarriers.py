@@ -8,7 +8,8 @@ import dataclasses
 
 from ..ir import nodes as N
 from ..ir.visitor import substitute, walk_stmts
-from .analysis import accesses, all_names, batch_may_stay_in_flight, buffers_used, fresh_name
+from .analysis import (accesses, all_names, batch_may_stay_in_flight, buffer_scope, buffers_used,
+                       fresh_name)
 from .tma_copies import is_pending_load
 
 
@@ -123,13 +124,10 @@ class KernelTma:
         for t in walk_stmts([s]):
             if not isinstance(t, kinds):
                 return False
-            if isinstance(t, N.Copy) and self.scope_of(t.src.buffer) == "global" and \
-                    self.scope_of(t.dst.buffer) == "shared":
+            if isinstance(t, N.Copy) and buffer_scope(self.allocs, t.src.buffer) == "global" and \
+                    buffer_scope(self.allocs, t.dst.buffer) == "shared":
                 return False
         return True
-
-    def scope_of(self, name: str) -> str:
-        return self.allocs[name].buffer.scope if name in self.allocs else "global"
 
     def finish(self, body) -> N.KernelScope:
         """The kernel with ``body``, the stage counts on its allocations and the new

@@ -44,8 +44,8 @@ from ..ir.visitor import (fold_constants, replace_exprs, replace_stmt, substitut
                           walk_nodes, walk_stmts)
 from ..target import MAX_THREADS, PRODUCER_REGS, WARPGROUP, arch_at_least, target
 from .analysis import (buffers_used, guarded_body, let_values, lifetimes, loads as expr_loads,
-                       nested_pipelined, stage_bytes, syncs_grid, thread_dependent, top_loads,
-                       under_ifs, written_globals)
+                       nested_pipelined, stage_bytes, syncs_grid, top_loads, under_ifs,
+                       written_globals)
 from .tma_copies import TmaError, is_pending_load
 from .mbarriers import KernelTma, full_wait, i32, issuer, schedule, split_body, sub
 
@@ -333,11 +333,6 @@ class _Specializer:
             return ("T.Pipelined(warp_specialize=True): a body under an `if` in a loop inside an "
                     "outer loop (the producer warpgroup issues guarded loads only for a loop at "
                     "the kernel's top level)")
-        if path is not None and thread_dependent(
-                tuple(s.cond for s in path if isinstance(s, N.If)), self.k.scope.body):
-            return ("T.Pipelined(warp_specialize=True): an `if` around the loop reads the "
-                    "thread index, which the producer warpgroup's own threads would read "
-                    "differently")
         guards = () if guard is None else (guard[0],)  # (the producer decides it too)
         needs = var_names((loop.start, loop.extent) + tuple(c.src for c in loads) + guards) - \
             {loop.var.name}
